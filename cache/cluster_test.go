@@ -1,0 +1,470 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// keyOwnedBy returns a key that owner(key) assigns to node i.
+func keyOwnedBy(t *testing.T, owner func(string) int, i int) string {
+	t.Helper()
+	for n := range 1000 {
+		if k := fmt.Sprintf("key%d", n); owner(k) == i {
+			return k
+		}
+	}
+	t.Fatalf("no key owned by node %d", i)
+	return ""
+}
+
+// TestClusterColdKeyLoadsOnce: 200 concurrent Gets of one cold key spread
+// over three nodes cause exactly one origin load, by the owner.
+func TestClusterColdKeyLoadsOnce(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		o := newOrigin()
+		c := newCluster(t, 3, hashOwner(3), GroupConfig{MaxBytes: 1 << 20}, func(i int) Getter {
+			inner := o.getter(i)
+			return GetterFunc(func(ctx context.Context, key string) (Value, error) {
+				<-release
+				return inner.Get(ctx, key)
+			})
+		})
+		key := keyOwnedBy(t, c.owner, 1)
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for i := range 200 {
+			wg.Go(func() {
+				if v, err := c.groups[i%3].Get(context.Background(), key); err == nil && string(v.Data) == "v:"+key {
+					ok.Add(1)
+				}
+			})
+		}
+		synctest.Wait() // all 200 wait on one load at node 1
+		close(release)
+		wg.Wait()
+		if ok.Load() != 200 {
+			t.Fatalf("%d of 200 Gets got the value", ok.Load())
+		}
+		if got := o.loadsOf(key); !slices.Equal(got, []int{1}) {
+			t.Fatalf("loads by node: %v, want [1]", got)
+		}
+		// Nodes 0 and 2 each sent one fetch for their ~67 callers.
+		if f := c.peers[1].fetches.Load(); f != 2 {
+			t.Fatalf("fetches at the owner = %d, want 2", f)
+		}
+	})
+}
+
+// TestClusterEveryKeyLoadedOnceByItsOwner: 1,000 keys read 5 times each from
+// random nodes are loaded once each, always by the key's owner.
+func TestClusterEveryKeyLoadedOnceByItsOwner(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	c := newCluster(t, 3, hashOwner(3), GroupConfig{MaxBytes: 1 << 22}, o.getter)
+	type read struct {
+		key  string
+		node int
+	}
+	var reads []read
+	for k := range 1000 {
+		for range 5 {
+			reads = append(reads, read{fmt.Sprintf("key%d", k), rand.IntN(3)})
+		}
+	}
+	rand.Shuffle(len(reads), func(i, j int) { reads[i], reads[j] = reads[j], reads[i] })
+	work := make(chan read)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for r := range work {
+				v, err := c.groups[r.node].Get(context.Background(), r.key)
+				if err != nil || string(v.Data) != "v:"+r.key {
+					t.Errorf("node %d Get(%q) = %q, %v", r.node, r.key, v.Data, err)
+				}
+			}
+		})
+	}
+	for _, r := range reads {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+	for k := range 1000 {
+		key := fmt.Sprintf("key%d", k)
+		if got := o.loadsOf(key); !slices.Equal(got, []int{c.owner(key)}) {
+			t.Fatalf("loads of %s by node: %v, want [%d]", key, got, c.owner(key))
+		}
+	}
+	var local int64
+	for _, g := range c.groups {
+		local += g.Stats().LocalLoads
+	}
+	if local != 1000 {
+		t.Fatalf("LocalLoads summed over nodes = %d, want 1000", local)
+	}
+}
+
+// TestContradictoryRings: two nodes that each think the other owns a key do
+// not deadlock (the one-hop rule) and load it at most once each.
+func TestContradictoryRings(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		o := newOrigin()
+		const latency = time.Second
+		// Node i thinks node 1-i owns every key.
+		peers := []*fakePeer{{name: "a"}, {name: "b"}}
+		var groups []*Group
+		for i := range 2 {
+			n := New(Config{Peers: ring{self: i, peers: peers, owner: func(string) int { return 1 - i }}})
+			peers[i].node = n
+			inner := o.getter(i)
+			g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(ctx context.Context, key string) (Value, error) {
+				time.Sleep(latency)
+				return inner.Get(ctx, key)
+			})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups = append(groups, g)
+		}
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 2 {
+			for range 10 {
+				wg.Go(func() {
+					if _, err := groups[i].Get(context.Background(), "k"); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+		}
+		wg.Wait() // synctest reports a deadlock if the nodes wait on each other
+		if d := time.Since(start); d > latency {
+			t.Fatalf("Gets took %v, want the origin's %v", d, latency)
+		}
+		if n := o.total.Load(); n < 1 || n > 2 {
+			t.Fatalf("loads = %d, want 1 or 2", n)
+		}
+		// Neither node owns k by its ring: the values live in hot caches only.
+		for i, g := range groups {
+			if s := g.Stats(); s.MainItems != 0 {
+				t.Fatalf("node %d MainItems = %d, want 0", i, s.MainItems)
+			}
+		}
+	})
+}
+
+func TestGetLocalNeverAsksAPeer(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		o := newOrigin()
+		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
+		key := keyOwnedBy(t, c.owner, 1)
+		start := time.Now()
+		v, err := c.groups[0].GetLocal(t.Context(), key)
+		if err != nil || string(v.Data) != "v:"+key {
+			t.Fatalf("GetLocal = %q, %v", v.Data, err)
+		}
+		if c.peers[1].fetches.Load() != 0 {
+			t.Fatal("GetLocal fetched from the owner")
+		}
+		if !v.Expires.Equal(start.Add(5 * time.Second)) {
+			t.Fatalf("Expires = %v, want start + FallbackTTL", v.Expires)
+		}
+		s := c.groups[0].Stats()
+		if s.MainItems != 0 || s.HotItems != 1 || s.PeerGets != 1 || s.LocalLoads != 1 {
+			t.Fatalf("Stats: MainItems %d, HotItems %d, PeerGets %d, LocalLoads %d; want 0, 1, 1, 1",
+				s.MainItems, s.HotItems, s.PeerGets, s.LocalLoads)
+		}
+		time.Sleep(5 * time.Second)
+		if _, err := c.groups[0].GetLocal(t.Context(), key); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.loadsOf(key); !slices.Equal(got, []int{0, 0}) {
+			t.Fatalf("loads by node: %v, want [0 0] (the copy lived FallbackTTL)", got)
+		}
+		// For a key it owns, GetLocal fills the main cache.
+		own := keyOwnedBy(t, c.owner, 0)
+		if _, err := c.groups[0].GetLocal(t.Context(), own); err != nil {
+			t.Fatal(err)
+		}
+		if s := c.groups[0].Stats(); s.MainItems != 1 {
+			t.Fatalf("MainItems = %d, want 1", s.MainItems)
+		}
+	})
+}
+
+// TestFallbackWhenOwnerUnreachable: the value is loaded locally and served
+// from the hot cache for FallbackTTL, never from the main cache.
+func TestFallbackWhenOwnerUnreachable(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		o := newOrigin()
+		peers := []*fakePeer{{name: "node0"}, {name: "node1"}}
+		owner := hashOwner(2)
+		n := New(Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
+		peers[0].node = n
+		peers[1].node = New(Config{})
+		peers[1].setFail(errUnreachable)
+		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: o.getter(0), TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := keyOwnedBy(t, owner, 1)
+		start := time.Now()
+		v := mustGet(t, g, key, "v:"+key)
+		if !v.Expires.Equal(start.Add(5 * time.Second)) {
+			t.Fatalf("Expires = %v, want start + FallbackTTL (5s), not the 1h TTL", v.Expires)
+		}
+		mustGet(t, g, key, "v:"+key)
+		s := g.Stats()
+		if s.PeerErrors != 1 || s.LocalLoads != 1 || s.HotHits != 1 || s.MainItems != 0 || s.HotItems != 1 {
+			t.Fatalf("Stats = %+v; want PeerErrors 1, LocalLoads 1, HotHits 1, MainItems 0, HotItems 1", s)
+		}
+		if !strings.Contains(logs.String(), "peer=node1") || !strings.Contains(logs.String(), "connection refused") {
+			t.Fatalf("the peer error was not logged: %q", logs.String())
+		}
+		time.Sleep(5 * time.Second)
+		mustGet(t, g, key, "v:"+key)
+		if s := g.Stats(); s.PeerErrors != 2 || s.LocalLoads != 2 {
+			t.Fatalf("after FallbackTTL: PeerErrors %d, LocalLoads %d; want 2, 2", s.PeerErrors, s.LocalLoads)
+		}
+	})
+}
+
+// TestOwnerAnswersAreFinal: not-found and a failed load at the owner are
+// returned as they are, with no local load.
+func TestOwnerAnswersAreFinal(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("origin down")
+	tests := []struct {
+		name      string
+		originErr error
+		want      error
+	}{
+		{"not found", fmt.Errorf("no row: %w", ErrNotFound), ErrNotFound},
+		{"load failed", boom, ErrLoad},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var loads [2]atomic.Int64
+			c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, func(i int) Getter {
+				return GetterFunc(func(context.Context, string) (Value, error) {
+					loads[i].Add(1)
+					return Value{}, tt.originErr
+				})
+			})
+			key := keyOwnedBy(t, c.owner, 1)
+			_, err := c.groups[0].Get(t.Context(), key)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("err = %v, want %v", err, tt.want)
+			}
+			if loads[0].Load() != 0 || loads[1].Load() != 1 {
+				t.Fatalf("loads: node0 %d, node1 %d; want 0, 1", loads[0].Load(), loads[1].Load())
+			}
+			if s := c.groups[0].Stats(); s.PeerErrors != 0 {
+				t.Fatalf("PeerErrors = %d, want 0", s.PeerErrors)
+			}
+		})
+	}
+}
+
+// TestHotPromotion: a peer-owned key goes hot on its HotAfter-th miss.
+func TestHotPromotion(t *testing.T) {
+	t.Parallel()
+	t.Run("third miss", func(t *testing.T) {
+		t.Parallel()
+		o := newOrigin()
+		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
+		key := keyOwnedBy(t, c.owner, 1)
+		g := c.groups[0]
+		for i := 1; i <= 3; i++ {
+			mustGet(t, g, key, "v:"+key)
+			if s := g.Stats(); s.PeerLoads != int64(i) || s.HotItems != int64(i/3) {
+				t.Fatalf("after Get %d: PeerLoads %d, HotItems %d", i, s.PeerLoads, s.HotItems)
+			}
+		}
+		mustGet(t, g, key, "v:"+key)
+		s := g.Stats()
+		if s.PeerLoads != 3 || s.HotHits != 1 || s.HotPromotions != 1 || s.MainItems != 0 {
+			t.Fatalf("Stats = %+v; want PeerLoads 3, HotHits 1, HotPromotions 1, MainItems 0", s)
+		}
+		// Other keys stay cold.
+		for n := range 50 {
+			other := fmt.Sprintf("other%d", n)
+			if c.owner(other) == 1 {
+				mustGet(t, g, other, "v:"+other)
+			}
+		}
+		if s := g.Stats(); s.HotItems != 1 || s.HotPromotions != 1 {
+			t.Fatalf("HotItems %d, HotPromotions %d after reading other keys once; want 1, 1", s.HotItems, s.HotPromotions)
+		}
+	})
+	t.Run("decay", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			o := newOrigin()
+			c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotWindow: 10 * time.Second}, o.getter)
+			key := keyOwnedBy(t, c.owner, 1)
+			g := c.groups[0]
+			mustGet(t, g, key, "v:"+key)
+			mustGet(t, g, key, "v:"+key) // count 2
+			time.Sleep(10 * time.Second) // halved: 1
+			mustGet(t, g, key, "v:"+key) // 2: still cold
+			if g.Stats().HotItems != 0 {
+				t.Fatal("promoted although the count decayed")
+			}
+			mustGet(t, g, key, "v:"+key) // 3: hot
+			if g.Stats().HotItems != 1 {
+				t.Fatal("not promoted at count 3")
+			}
+		})
+	})
+	t.Run("HotTTL and the owner's expiry bound a hot copy", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
+			o := newOrigin()
+			for _, tc := range []struct {
+				ttl, hotTTL, want time.Duration
+			}{
+				{0, 30 * time.Second, 30 * time.Second},
+				{10 * time.Second, 30 * time.Second, 10 * time.Second},
+			} {
+				c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotAfter: 1, TTL: tc.ttl, HotTTL: tc.hotTTL}, o.getter)
+				key := keyOwnedBy(t, c.owner, 1)
+				g := c.groups[0]
+				mustGet(t, g, key, "v:"+key)
+				time.Sleep(tc.want - 1)
+				mustGet(t, g, key, "v:"+key)
+				if s := g.Stats(); s.HotHits != 1 {
+					t.Fatalf("%+v: HotHits %d before expiry, want 1", tc, s.HotHits)
+				}
+				time.Sleep(1)
+				mustGet(t, g, key, "v:"+key)
+				if s := g.Stats(); s.HotHits != 1 || s.PeerLoads != 2 {
+					t.Fatalf("%+v: HotHits %d, PeerLoads %d after expiry; want 1, 2", tc, s.HotHits, s.PeerLoads)
+				}
+			}
+		})
+	})
+	t.Run("no hot cache", func(t *testing.T) {
+		t.Parallel()
+		o := newOrigin()
+		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: -1, HotAfter: 1}, o.getter)
+		key := keyOwnedBy(t, c.owner, 1)
+		for range 5 {
+			mustGet(t, c.groups[0], key, "v:"+key)
+		}
+		if s := c.groups[0].Stats(); s.PeerLoads != 5 || s.HotItems != 0 {
+			t.Fatalf("PeerLoads %d, HotItems %d; want 5, 0", s.PeerLoads, s.HotItems)
+		}
+	})
+}
+
+func TestSetAndRemoveAcrossNodes(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	c := newCluster(t, 3, hashOwner(3), GroupConfig{MaxBytes: 1 << 20, HotAfter: 1}, o.getter)
+	key := keyOwnedBy(t, c.owner, 1)
+	ctx := t.Context()
+
+	// Set from a non-owner lands in the owner's main cache.
+	if err := c.groups[0].Set(ctx, key, Value{Data: []byte("set")}); err != nil {
+		t.Fatal(err)
+	}
+	if c.peers[1].stores.Load() != 1 {
+		t.Fatalf("stores at the owner = %d, want 1", c.peers[1].stores.Load())
+	}
+	for i := range 3 {
+		mustGet(t, c.groups[i], key, "set")
+	}
+	if o.total.Load() != 0 {
+		t.Fatalf("the origin saw %d loads after Set", o.total.Load())
+	}
+	if s := c.groups[1].Stats(); s.MainItems != 1 {
+		t.Fatalf("owner MainItems = %d, want 1", s.MainItems)
+	}
+	// Nodes 0 and 2 hold hot copies (HotAfter 1).
+	for _, i := range []int{0, 2} {
+		if s := c.groups[i].Stats(); s.HotItems != 1 {
+			t.Fatalf("node %d HotItems = %d, want 1", i, s.HotItems)
+		}
+	}
+
+	// Set from a non-owner drops that node's own hot copy.
+	if err := c.groups[2].Set(ctx, key, Value{Data: []byte("set2")}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c.groups[2], key, "set2")
+
+	// Remove from node 2: the owner's value and every hot copy go.
+	if err := c.groups[2].Remove(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range c.groups {
+		if s := g.Stats(); s.MainItems != 0 || s.HotItems != 0 {
+			t.Fatalf("node %d after Remove: MainItems %d, HotItems %d", i, s.MainItems, s.HotItems)
+		}
+	}
+	if got := c.peers[1].invalidates.Load(); got != 1 {
+		t.Fatalf("invalidates at the owner = %d, want 1 (once, not again as a peer)", got)
+	}
+	if got := c.peers[0].invalidates.Load(); got != 1 {
+		t.Fatalf("invalidates at node 0 = %d, want 1", got)
+	}
+	mustGet(t, c.groups[0], key, "v:"+key)
+	if got := o.loadsOf(key); !slices.Equal(got, []int{1}) {
+		t.Fatalf("loads after Remove: %v, want [1]", got)
+	}
+}
+
+func TestRemoveJoinsPeerErrors(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	c := newCluster(t, 3, hashOwner(3), GroupConfig{MaxBytes: 1 << 20}, o.getter)
+	key := keyOwnedBy(t, c.owner, 1)
+	mustGet(t, c.groups[1], key, "v:"+key)
+	c.peers[2].setFail(errUnreachable)
+	err := c.groups[0].Remove(t.Context(), key)
+	if !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "node2") {
+		t.Fatalf("Remove err = %v, want node2's error", err)
+	}
+	// The owner was still invalidated.
+	if s := c.groups[1].Stats(); s.MainItems != 0 {
+		t.Fatalf("owner MainItems = %d after Remove, want 0", s.MainItems)
+	}
+	// Set reports the owner's failure.
+	c.peers[1].setFail(errUnreachable)
+	if err := c.groups[0].Set(t.Context(), key, Value{Data: []byte("x")}); !errors.Is(err, errUnreachable) {
+		t.Fatalf("Set err = %v, want the owner's error", err)
+	}
+}
+
+func TestSamePeer(t *testing.T) {
+	t.Parallel()
+	a, b := &fakePeer{}, &fakePeer{}
+	if !samePeer(a, a) || samePeer(a, b) {
+		t.Fatal("samePeer is wrong for pointers")
+	}
+	type funcPeer struct {
+		*fakePeer
+		f func()
+	}
+	x := funcPeer{fakePeer: a}
+	if samePeer(x, x) {
+		t.Fatal("samePeer of an uncomparable peer must report false, not panic")
+	}
+}

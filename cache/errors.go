@@ -1,0 +1,34 @@
+package cache
+
+import "errors"
+
+// Errors returned by groups. Callers test them with errors.Is; the transport
+// maps them to HTTP status codes in one place.
+var (
+	// ErrNotFound means the origin says the key does not exist. It is never
+	// cached as a value; a group may remember it for NotFoundTTL.
+	ErrNotFound = errors.New("cache: not found")
+
+	// ErrNoSuchGroup is returned for a group name a Node does not have.
+	ErrNoSuchGroup = errors.New("cache: no such group")
+
+	// ErrGroupExists is returned by NewGroup for a name already in use.
+	ErrGroupExists = errors.New("cache: group already exists")
+
+	// ErrBadKey is returned for an empty key.
+	ErrBadKey = errors.New("cache: bad key")
+
+	// ErrTooLarge is returned by Set and SetLocal for a value larger than
+	// the group's MaxValueBytes. (A value that large from the origin is
+	// returned to the caller but not cached: see Group.Get.)
+	ErrTooLarge = errors.New("cache: value too large")
+
+	// ErrBadConfig is returned by NewGroup for an invalid GroupConfig; the
+	// message names the field.
+	ErrBadConfig = errors.New("cache: bad config")
+
+	// ErrLoad wraps every failure of the origin (a Getter error or panic),
+	// so that a caller can tell "the origin failed" from "the key is absent".
+	// A deadline is reported as context.DeadlineExceeded as well.
+	ErrLoad = errors.New("cache: load failed")
+)

@@ -1,0 +1,199 @@
+package cache
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// assertAccounting checks the invariant: reported bytes and items equal the
+// sums over the live entries, and bytes fit the budget.
+func assertAccounting(t *testing.T, l *lru) {
+	t.Helper()
+	bytes, items := l.usage()
+	wantBytes, wantItems := l.check()
+	if bytes != wantBytes || items != wantItems {
+		t.Fatalf("usage() = %d bytes, %d items; live entries sum to %d bytes, %d items", bytes, items, wantBytes, wantItems)
+	}
+	if bytes > l.maxBytes {
+		t.Fatalf("bytes %d > maxBytes %d", bytes, l.maxBytes)
+	}
+}
+
+func val(n int) Value { return Value{Data: make([]byte, n)} }
+
+func addVal(l *lru, key string, n int) bool {
+	v := val(n)
+	return l.add(key, entry{v: v, size: entrySize(key, v)}, nil, 0)
+}
+
+func TestLRUAccountsBytes(t *testing.T) {
+	t.Parallel()
+	l := newLRU(10 * (entryOverhead + 100))
+	addVal(l, "a", 10)
+	addVal(l, "bb", 20)
+	if b, n := l.usage(); b != 2*entryOverhead+1+10+2+20 || n != 2 {
+		t.Fatalf("usage() = %d, %d; want %d, 2", b, n, 2*entryOverhead+33)
+	}
+	// Replacing a key subtracts the old entry: simplelru's Add alone would not.
+	addVal(l, "a", 50)
+	if b, n := l.usage(); b != 2*entryOverhead+1+50+2+20 || n != 2 {
+		t.Fatalf("after replace usage() = %d, %d; want %d, 2", b, n, 2*entryOverhead+73)
+	}
+	v := Value{Data: []byte("x"), ContentType: "text/plain"}
+	if got, want := entrySize("k", v), int64(1+1+10+entryOverhead); got != want {
+		t.Fatalf("entrySize = %d, want %d (key + data + content type + overhead)", got, want)
+	}
+	l.remove("a")
+	assertAccounting(t, l)
+	if b, n := l.usage(); b != entryOverhead+22 || n != 1 {
+		t.Fatalf("after remove usage() = %d, %d", b, n)
+	}
+}
+
+func TestLRUEvictsLeastRecentlyUsedByBytes(t *testing.T) {
+	t.Parallel()
+	size := int64(entryOverhead + 1 + 100)
+	l := newLRU(3 * size)
+	for _, k := range []string{"a", "b", "c"} {
+		addVal(l, k, 100)
+	}
+	l.get("a") // a is now the most recent; b is the oldest
+	addVal(l, "d", 100)
+	if _, ok := l.get("b"); ok {
+		t.Fatal("b survived; it was the least recently used")
+	}
+	for _, k := range []string{"a", "c", "d"} {
+		if _, ok := l.get(k); !ok {
+			t.Fatalf("%s was evicted", k)
+		}
+	}
+	if got := l.evictions.Load(); got != 1 {
+		t.Fatalf("evictions = %d, want 1", got)
+	}
+	// One large entry evicts as many as it takes.
+	addVal(l, "e", int(2*size))
+	if _, n := l.usage(); n != 1 {
+		t.Fatalf("items = %d after a 2-entry-sized add, want 1 (e alone fits)", n)
+	}
+	if got := l.evictions.Load(); got != 4 {
+		t.Fatalf("evictions = %d, want 4", got)
+	}
+	assertAccounting(t, l)
+}
+
+func TestLRURejectsEntryLargerThanBudget(t *testing.T) {
+	t.Parallel()
+	l := newLRU(1000)
+	addVal(l, "k", 10)
+	if addVal(l, "k", 1000) {
+		t.Fatal("stored an entry larger than the whole budget")
+	}
+	if _, ok := l.get("k"); ok {
+		t.Fatal("the old value of k survived a rejected replacement")
+	}
+	if !addVal(l, "other", 10) {
+		t.Fatal("a small entry was not stored")
+	}
+	assertAccounting(t, l)
+
+	disabled := newLRU(0)
+	if addVal(disabled, "k", 0) {
+		t.Fatal("an lru with a zero budget stored an entry")
+	}
+}
+
+func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := newLRU(1 << 20)
+		v := Value{Data: []byte("x"), Expires: time.Now().Add(time.Second)}
+		l.add("k", entry{v: v, size: entrySize("k", v)}, nil, 0)
+		time.Sleep(time.Second - time.Nanosecond)
+		if _, ok := l.get("k"); !ok {
+			t.Fatal("entry missing before its expiry")
+		}
+		time.Sleep(time.Nanosecond)
+		if _, ok := l.get("k"); ok {
+			t.Fatal("entry served at its expiry")
+		}
+		if b, n := l.usage(); b != 0 || n != 0 {
+			t.Fatalf("usage() = %d, %d after the expired entry was read, want 0, 0", b, n)
+		}
+	})
+}
+
+func TestLRUAccountingUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	l := newLRU(20 * (entryOverhead + 500))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 1))
+			for range 3000 {
+				key := strconv.Itoa(r.IntN(100))
+				switch r.IntN(4) {
+				case 0:
+					l.remove(key)
+				case 1:
+					l.get(key)
+				default:
+					addVal(l, key, r.IntN(1000))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	assertAccounting(t, l)
+	if l.evictions.Load() == 0 {
+		t.Fatal("no evictions: the test did not exercise eviction")
+	}
+}
+
+func TestLRUGuardDiscardsStaleAdd(t *testing.T) {
+	t.Parallel()
+	l := newLRU(1 << 20)
+	var guard atomic.Uint64
+	want := guard.Load()
+	guard.Add(1) // a Remove happened while the load ran
+	v := val(1)
+	if l.add("k", entry{v: v, size: entrySize("k", v)}, &guard, want) {
+		t.Fatal("add stored a value whose epoch had moved on")
+	}
+	if !l.add("k", entry{v: v, size: entrySize("k", v)}, &guard, guard.Load()) {
+		t.Fatal("add refused a value with the current epoch")
+	}
+}
+
+// TestEntryOverheadMatchesHeap measures what an entry really costs, so that
+// entryOverhead (and MaxBytes with it) stays close to the heap.
+func TestEntryOverheadMatchesHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the heap over 50,000 entries")
+	}
+	const n = 50000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	l := newLRU(1 << 40)
+	for _, k := range keys {
+		l.add(k, entry{size: 1}, nil, 0)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	runtime.KeepAlive(l)
+	if per < 0.8*entryOverhead || per > 1.2*entryOverhead {
+		t.Fatalf("an entry costs %.0f bytes of heap; entryOverhead is %d", per, entryOverhead)
+	}
+	t.Logf("measured %.0f bytes per entry, entryOverhead %d", per, entryOverhead)
+}

@@ -1,0 +1,266 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestMain fails the run if a goroutine started by this package outlives the
+// tests: loads and fetches run on their own goroutines, which a test must let
+// finish.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if leaked := waitForLeaks(5 * time.Second); len(leaked) > 0 {
+			fmt.Fprintf(os.Stderr, "leaked goroutines:\n\n%s\n", strings.Join(leaked, "\n\n"))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// waitForLeaks polls until no goroutine runs code of this package (other
+// than TestMain itself) or d has passed, and returns the ones left. Polling
+// is the only way to wait here: nothing signals a goroutine's exit.
+func waitForLeaks(d time.Duration) []string {
+	deadline := time.Now().Add(d)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var leaked []string
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "ringcache/ringcache/cache.") &&
+				!strings.Contains(g, "cache.TestMain") && !strings.Contains(g, "cache.waitForLeaks") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 || time.Now().After(deadline) {
+			return leaked
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// origin is a fake origin that counts its loads per key and per node.
+type origin struct {
+	mu    sync.Mutex
+	loads map[string][]int // key -> index of the loading node, per load
+	total atomic.Int64
+}
+
+func newOrigin() *origin { return &origin{loads: make(map[string][]int)} }
+
+// getter returns node i's Getter: value "v:<key>".
+func (o *origin) getter(i int) Getter {
+	return GetterFunc(func(_ context.Context, key string) (Value, error) {
+		o.total.Add(1)
+		o.mu.Lock()
+		o.loads[key] = append(o.loads[key], i)
+		o.mu.Unlock()
+		return Value{Data: []byte("v:" + key)}, nil
+	})
+}
+
+func (o *origin) loadsOf(key string) []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]int(nil), o.loads[key]...)
+}
+
+// fakePeer is a peer that is another Node of the same process, reached by a
+// direct call as the transport would reach it over HTTP: Fetch is the remote
+// node's GetLocal. Setting fail makes it unreachable.
+type fakePeer struct {
+	name string
+	node *Node
+
+	fail        atomic.Pointer[error] // if set, every call returns it
+	fetches     atomic.Int64
+	stores      atomic.Int64
+	invalidates atomic.Int64
+}
+
+var errUnreachable = errors.New("fake peer: connection refused")
+
+func (p *fakePeer) String() string { return p.name }
+
+func (p *fakePeer) err() error {
+	if e := p.fail.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+func (p *fakePeer) setFail(err error) { p.fail.Store(&err) }
+
+func (p *fakePeer) group(name string) (*Group, error) {
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	g, ok := p.node.Group(name)
+	if !ok {
+		return nil, ErrNoSuchGroup
+	}
+	return g, nil
+}
+
+func (p *fakePeer) Fetch(ctx context.Context, group, key string) (Value, error) {
+	p.fetches.Add(1)
+	g, err := p.group(group)
+	if err != nil {
+		return Value{}, err
+	}
+	return g.GetLocal(ctx, key)
+}
+
+func (p *fakePeer) Store(_ context.Context, group, key string, v Value) error {
+	p.stores.Add(1)
+	g, err := p.group(group)
+	if err != nil {
+		return err
+	}
+	return g.SetLocal(key, v)
+}
+
+func (p *fakePeer) Invalidate(_ context.Context, group, key string) error {
+	p.invalidates.Add(1)
+	g, err := p.group(group)
+	if err != nil {
+		return err
+	}
+	g.RemoveLocal(key)
+	return nil
+}
+
+// ring is a PeerPicker over fakePeers: owner(key) is the index of the owning
+// node, self is this node's index.
+type ring struct {
+	self  int
+	peers []*fakePeer
+	owner func(key string) int
+}
+
+func (r ring) PickPeer(key string) (Peer, bool) {
+	i := r.owner(key)
+	if i == r.self {
+		return nil, false
+	}
+	return r.peers[i], true
+}
+
+func (r ring) Peers() []Peer {
+	var ps []Peer
+	for i, p := range r.peers {
+		if i != r.self {
+			ps = append(ps, p)
+		}
+	}
+	return ps
+}
+
+// hashOwner spreads keys over n nodes.
+func hashOwner(n int) func(string) int {
+	return func(key string) int {
+		h := fnv.New32a()
+		h.Write([]byte(key))
+		return int(h.Sum32() % uint32(n))
+	}
+}
+
+// cluster is n Nodes in one process, wired with fakePeers, each with one
+// group "g" made from cfg (Getter taken from getter(i)).
+type cluster struct {
+	nodes  []*Node
+	groups []*Group
+	peers  []*fakePeer
+	owner  func(string) int
+}
+
+func newCluster(t *testing.T, n int, owner func(string) int, cfg GroupConfig, getter func(i int) Getter) *cluster {
+	t.Helper()
+	c := &cluster{owner: owner}
+	for i := range n {
+		c.peers = append(c.peers, &fakePeer{name: fmt.Sprintf("node%d", i)})
+	}
+	for i := range n {
+		node := New(Config{Peers: ring{self: i, peers: c.peers, owner: owner}})
+		c.peers[i].node = node
+		gc := cfg
+		gc.Name = "g"
+		gc.Getter = getter(i)
+		g, err := node.NewGroup(gc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, node)
+		c.groups = append(c.groups, g)
+	}
+	return c
+}
+
+// newTestGroup is a single node's group with the given getter.
+func newTestGroup(t testing.TB, cfg GroupConfig, getter GetterFunc) *Group {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = "g"
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 20
+	}
+	cfg.Getter = getter
+	g, err := New(Config{}).NewGroup(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// mustGet fails the test unless g.Get(key) returns want.
+func mustGet(t *testing.T, g *Group, key, want string) Value {
+	t.Helper()
+	v, err := g.Get(t.Context(), key)
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	if string(v.Data) != want {
+		t.Fatalf("Get(%q) = %q, want %q", key, v.Data, want)
+	}
+	return v
+}
+
+// syncBuffer is a bytes.Buffer safe for a slog handler used concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func bufferLogger(b *syncBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, nil))
+}
+
+// runtime_Goexit is runtime.Goexit, named so that the test reads as what it
+// simulates: t.FailNow called inside a Getter.
+var runtime_Goexit = runtime.Goexit

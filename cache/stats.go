@@ -1,0 +1,56 @@
+package cache
+
+import "sync/atomic"
+
+// Stats are a group's counters, read with Group.Stats. Counters only grow;
+// the Bytes and Items fields are the caches' current usage.
+type Stats struct {
+	Gets          int64 // Get and GetLocal calls
+	PeerGets      int64 // GetLocal calls: requests that came from peers (also in Gets)
+	MainHits      int64 // served from the main cache
+	HotHits       int64 // served from the hot cache
+	PeerLoads     int64 // values fetched from the owning peer
+	PeerErrors    int64 // failed fetches from a peer (a local fallback follows)
+	LocalLoads    int64 // origin loads by this node (Getter calls)
+	LoadsDeduped  int64 // callers that shared another caller's load or fetch
+	NotFounds     int64 // origin said not found (including remembered ones)
+	Errors        int64 // Get calls that returned an error other than not-found
+	Evictions     int64 // entries evicted for space (main and hot)
+	HotPromotions int64 // values fetched from a peer and kept in the hot cache
+	TooLarge      int64 // loaded values not cached because they exceed MaxValueBytes
+	MainBytes     int64 // bytes in the main cache: keys, values and per-entry overhead
+	MainItems     int64 // entries in the main cache (remembered not-founds included)
+	HotBytes      int64 // bytes in the hot cache
+	HotItems      int64 // entries in the hot cache
+}
+
+// counters are a group's live counters; Stats is their snapshot.
+type counters struct {
+	gets, peerGets, mainHits, hotHits atomic.Int64
+	peerLoads, peerErrors, localLoads atomic.Int64
+	deduped, notFounds, errors        atomic.Int64
+	hotPromotions, tooLarge           atomic.Int64
+}
+
+// Stats returns a snapshot of the group's counters. The fields are read one
+// by one, so a snapshot taken under load need not add up exactly.
+func (g *Group) Stats() Stats {
+	s := Stats{
+		Gets:          g.st.gets.Load(),
+		PeerGets:      g.st.peerGets.Load(),
+		MainHits:      g.st.mainHits.Load(),
+		HotHits:       g.st.hotHits.Load(),
+		PeerLoads:     g.st.peerLoads.Load(),
+		PeerErrors:    g.st.peerErrors.Load(),
+		LocalLoads:    g.st.localLoads.Load(),
+		LoadsDeduped:  g.st.deduped.Load(),
+		NotFounds:     g.st.notFounds.Load(),
+		Errors:        g.st.errors.Load(),
+		Evictions:     g.main.evictions.Load() + g.hot.evictions.Load(),
+		HotPromotions: g.st.hotPromotions.Load(),
+		TooLarge:      g.st.tooLarge.Load(),
+	}
+	s.MainBytes, s.MainItems = g.main.usage()
+	s.HotBytes, s.HotItems = g.hot.usage()
+	return s
+}

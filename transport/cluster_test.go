@@ -1,0 +1,262 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// testGroup is the group every test node serves.
+const testGroup = "g"
+
+// loadLog records origin loads: which node loaded which key.
+type loadLog struct {
+	mu    sync.Mutex
+	loads map[string][]string // key -> base URLs of the nodes that loaded it
+	total int
+}
+
+func (l *loadLog) add(node, key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.loads == nil {
+		l.loads = map[string][]string{}
+	}
+	l.loads[key] = append(l.loads[key], node)
+	l.total++
+}
+
+// of returns the nodes that loaded key.
+func (l *loadLog) of(key string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.loads[key]...)
+}
+
+func (l *loadLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
+// origin is the behaviour of a test origin; the default serves "v:"+key.
+type origin func(ctx context.Context, node, key string) (cache.Value, error)
+
+func valueOf(key string) []byte { return []byte("v:" + key) }
+
+func defaultOrigin(_ context.Context, _, key string) (cache.Value, error) {
+	return cache.Value{Data: valueOf(key)}, nil
+}
+
+// testNode is one ringcache node: a cache.Node with one group, its Pool, and
+// an httptest server on loopback that serves the public and peer routes.
+type testNode struct {
+	url   string
+	pool  *Pool
+	node  *cache.Node
+	group *cache.Group
+	srv   *httptest.Server
+}
+
+// clusterOpts tunes newCluster; every field may be left zero.
+type clusterOpts struct {
+	pool   func(i int, c *Config)
+	group  func(c *cache.GroupConfig)
+	origin origin
+	// wrap, if set, wraps each node's public handler.
+	wrap func(http.Handler) http.Handler
+}
+
+// newCluster starts n nodes on loopback that know each other, and a log of
+// their origin loads. Everything is closed when the test ends.
+func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
+	t.Helper()
+	if o.origin == nil {
+		o.origin = defaultOrigin
+	}
+	log := &loadLog{}
+	nodes := make([]*testNode, n)
+	urls := make([]string, n)
+	for i := range nodes {
+		// Listen before building the pool: the pool needs its own URL,
+		// and the server needs the pool's handler before it starts.
+		srv := httptest.NewUnstartedServer(nil)
+		tn := &testNode{url: "http://" + srv.Listener.Addr().String(), srv: srv}
+		cfg := Config{Self: tn.url}
+		if o.pool != nil {
+			o.pool(i, &cfg)
+		}
+		pool, err := NewPool(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tn.pool = pool
+		tn.node = cache.New(cache.Config{Peers: pool})
+		gcfg := cache.GroupConfig{
+			Name:     testGroup,
+			MaxBytes: 64 << 20,
+			Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {
+				log.add(tn.url, key)
+				return o.origin(ctx, tn.url, key)
+			}),
+		}
+		if o.group != nil {
+			o.group(&gcfg)
+		}
+		if tn.group, err = tn.node.NewGroup(gcfg); err != nil {
+			t.Fatal(err)
+		}
+		h, err := NewHandler(tn.node, HandlerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(pool.Config().BasePath, pool.PeerHandler(tn.node))
+		var public http.Handler = h
+		if o.wrap != nil {
+			public = o.wrap(h)
+		}
+		mux.Handle(PublicPrefix, public)
+		srv.Config.Handler = mux
+		srv.Start()
+		t.Cleanup(srv.Close)
+		t.Cleanup(pool.Close)
+		nodes[i], urls[i] = tn, tn.url
+	}
+	for _, tn := range nodes {
+		if err := tn.pool.Set(urls...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes, log
+}
+
+// owner returns the node that owns key by the first node's ring.
+func owner(t testing.TB, nodes []*testNode, key string) *testNode {
+	t.Helper()
+	u := nodes[0].pool.Owner(key)
+	for _, n := range nodes {
+		if n.url == u {
+			return n
+		}
+	}
+	t.Fatalf("owner %s of %q is not a node", u, key)
+	return nil
+}
+
+// notOwner returns a node that does not own key.
+func notOwner(t testing.TB, nodes []*testNode, key string) *testNode {
+	t.Helper()
+	o := owner(t, nodes, key)
+	for _, n := range nodes {
+		if n != o {
+			return n
+		}
+	}
+	t.Fatal("every node owns the key")
+	return nil
+}
+
+// publicURL returns the public URL of key, escaped so that it arrives exactly.
+func publicURL(base, group, key string) string {
+	return base + PublicPrefix + escapeSegment(group) + "/" + escapeSegment(key)
+}
+
+// testClient returns an HTTP client whose idle connections close with the test.
+func testClient(t testing.TB) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, Proxy: nil}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{
+		Transport: tr,
+		// Show redirects (from path cleaning) to the test instead of
+		// following them.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do sends one request and reads the whole response.
+func do(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr ...string) (response, error) {
+	t.Helper()
+	// Send the path exactly as written, even an invalid escape: the URL
+	// goes on the wire as Opaque, which the client does not re-encode.
+	scheme, rest, _ := strings.Cut(url, "://")
+	host, path, _ := strings.Cut(rest, "/")
+	req, err := http.NewRequestWithContext(context.Background(), method, scheme+"://"+host+"/", body)
+	if err != nil {
+		return response{}, err
+	}
+	req.URL.Opaque = "/" + path
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: res.StatusCode, header: res.Header, body: string(b)}, nil
+}
+
+// mustDo is do that fails the test on a transport error.
+func mustDo(t testing.TB, c *http.Client, method, url string, body io.Reader, hdr ...string) response {
+	t.Helper()
+	r, err := do(t, c, method, url, body, hdr...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// get fetches key through a node's public API and checks for a 200 with the
+// default origin's value.
+func get(t testing.TB, c *http.Client, n *testNode, key string) error {
+	r, err := do(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK || r.body != string(valueOf(key)) {
+		return fmt.Errorf("GET %q at %s: %d %q, want 200 %q", key, n.url, r.status, r.body, valueOf(key))
+	}
+	return nil
+}
+
+// sumStats adds a group's counters over nodes.
+func sumStats(nodes []*testNode) cache.Stats {
+	var s cache.Stats
+	for _, n := range nodes {
+		st := n.group.Stats()
+		s.Gets += st.Gets
+		s.LocalLoads += st.LocalLoads
+		s.PeerLoads += st.PeerLoads
+		s.PeerErrors += st.PeerErrors
+		s.MainItems += st.MainItems
+		s.HotItems += st.HotItems
+	}
+	return s
+}
+
+func errorsJoin(errs <-chan error) error {
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}

@@ -1,0 +1,175 @@
+package transport
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ringcache/ringcache/consistenthash"
+)
+
+// Defaults applied to a zero Config field.
+const (
+	DefaultBasePath            = "/_groupcache/" // groupcache's
+	DefaultReplicas            = 50              // groupcache's
+	DefaultPeerTimeout         = 3 * time.Second
+	DefaultMaxIdleConnsPerHost = 64
+	DefaultMaxKeyBytes         = 250
+	DefaultSignatureWindow     = 30 * time.Second
+)
+
+// Config configures a Pool. A groupcache peer interoperates when BasePath,
+// Replicas and Hash match its HTTPPoolOptions and Secret is empty.
+type Config struct {
+	// Self is this node's base URL as its peers reach it, for example
+	// "http://10.0.0.1:8080". Required. It is always a member of the ring.
+	Self string
+
+	// BasePath is the path under which peers are served. If empty,
+	// "/_groupcache/" (groupcache's). It must start and end with "/".
+	BasePath string
+
+	// Replicas is the number of points per member on the ring. If zero, 50
+	// (groupcache's). Every node of a cluster must use the same value.
+	Replicas int
+
+	// Hash places members and keys on the ring. If nil,
+	// consistenthash.CRC32 (groupcache's). Every node of a cluster must use
+	// the same function.
+	Hash consistenthash.Hash
+
+	// PeerTimeout bounds each request to a peer, from dial to the last byte
+	// of the response. If zero, 3s. It should exceed the owner's origin
+	// latency: a fetch that times out makes the caller load locally.
+	PeerTimeout time.Duration
+
+	// MaxIdleConnsPerHost is how many keep-alive connections to each peer
+	// stay open between requests. If zero, 64. groupcache's default
+	// transport keeps 2, so under load it opens a new TCP connection for
+	// most peer requests; size this to the concurrency of peer fetches.
+	MaxIdleConnsPerHost int
+
+	// MaxKeyBytes bounds a key arriving on the peer route. If zero, 250.
+	MaxKeyBytes int
+
+	// Secret, if not empty, makes every peer request carry an HMAC-SHA256
+	// signature, and the peer handler refuse (401) any request without a
+	// valid one before it touches a group. Every node must share it. It
+	// authenticates peers; it does not encrypt: use TLS or a private network
+	// for confidentiality. Empty: peer requests are not signed (and a
+	// groupcache peer can take part).
+	Secret []byte
+
+	// SignatureWindow is how far a signed request's date may be from the
+	// receiver's clock. If zero, 30s.
+	SignatureWindow time.Duration
+
+	// Logger receives membership changes and refused peer requests. If nil,
+	// logs are discarded.
+	Logger *slog.Logger
+
+	// OnPeerRequest, if not nil, is called after every request this node
+	// makes to a peer, with the peer's base URL, the operation ("get",
+	// "set", "remove"), how long it took and its error (nil on success;
+	// errors.Is(err, cache.ErrNotFound) when the key is absent). It runs on
+	// the requesting goroutine and must be quick: it is meant for metrics.
+	OnPeerRequest func(peer, op string, d time.Duration, err error)
+}
+
+// DefaultConfig returns a Config with every default filled in but Self.
+func DefaultConfig() Config {
+	return Config{
+		BasePath:            DefaultBasePath,
+		Replicas:            DefaultReplicas,
+		Hash:                consistenthash.CRC32,
+		PeerTimeout:         DefaultPeerTimeout,
+		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
+		MaxKeyBytes:         DefaultMaxKeyBytes,
+		SignatureWindow:     DefaultSignatureWindow,
+	}
+}
+
+// withDefaults validates c and fills its zero fields.
+func (c Config) withDefaults() (Config, error) {
+	self, err := normalizePeer(c.Self)
+	if err != nil {
+		return c, fmt.Errorf("%w: Self: %v", ErrConfig, err)
+	}
+	c.Self = self
+	if c.BasePath == "" {
+		c.BasePath = DefaultBasePath
+	}
+	if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
+		return c, fmt.Errorf("%w: BasePath %q must start and end with /", ErrConfig, c.BasePath)
+	}
+	if escapeBasePath(c.BasePath) != c.BasePath {
+		return c, fmt.Errorf("%w: BasePath %q must need no escaping", ErrConfig, c.BasePath)
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.Replicas < 0 {
+		return c, fmt.Errorf("%w: Replicas %d < 0", ErrConfig, c.Replicas)
+	}
+	if c.Hash == nil {
+		c.Hash = consistenthash.CRC32
+	}
+	if c.PeerTimeout == 0 {
+		c.PeerTimeout = DefaultPeerTimeout
+	}
+	if c.PeerTimeout < 0 {
+		return c, fmt.Errorf("%w: PeerTimeout %v < 0", ErrConfig, c.PeerTimeout)
+	}
+	if c.MaxIdleConnsPerHost == 0 {
+		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if c.MaxIdleConnsPerHost < 0 {
+		return c, fmt.Errorf("%w: MaxIdleConnsPerHost %d < 0", ErrConfig, c.MaxIdleConnsPerHost)
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if c.MaxKeyBytes < 0 {
+		return c, fmt.Errorf("%w: MaxKeyBytes %d < 0", ErrConfig, c.MaxKeyBytes)
+	}
+	if c.SignatureWindow == 0 {
+		c.SignatureWindow = DefaultSignatureWindow
+	}
+	if c.SignatureWindow < 0 {
+		return c, fmt.Errorf("%w: SignatureWindow %v < 0", ErrConfig, c.SignatureWindow)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	// Copy the secret so that a caller reusing its slice cannot change it.
+	c.Secret = append([]byte(nil), c.Secret...)
+	return c, nil
+}
+
+// escapeBasePath escapes each segment of p, to check that p is already in
+// the form a request carries.
+func escapeBasePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		if s != "" {
+			segs[i] = escapeSegment(s)
+		}
+	}
+	return strings.Join(segs, "/")
+}
+
+// normalizePeer checks that s is an http or https base URL with a host and
+// no query, and strips a trailing slash so that "http://a/" and "http://a"
+// name the same member (the ring hashes the string).
+func normalizePeer(s string) (string, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrBadPeer, s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("%w: %q: want http(s)://host[:port][/path]", ErrBadPeer, s)
+	}
+	return strings.TrimSuffix(s, "/"), nil
+}

@@ -1,0 +1,72 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by the transport. The peer client's failures are
+// *PeerError values; errors.Is sees through them to these sentinels and to
+// the cache's, which say that the owner answered: cache.ErrNotFound (its
+// origin has no such key), cache.ErrLoad (its origin failed; with
+// context.DeadlineExceeded when it timed out), cache.ErrBadKey and
+// cache.ErrTooLarge (it refused the key or the value).
+var (
+	// ErrConfig is returned by NewPool and NewHandler for an invalid config.
+	ErrConfig = errors.New("transport: invalid config")
+
+	// ErrBadPeer is returned by Pool.Set for a peer that is not an
+	// http(s) base URL.
+	ErrBadPeer = errors.New("transport: bad peer URL")
+
+	// ErrNoRoute is returned for a path outside the routes a handler serves.
+	ErrNoRoute = errors.New("transport: no such route")
+
+	// ErrBadPath is returned for a request path that does not name a group
+	// and a key, or whose escaping is invalid.
+	ErrBadPath = errors.New("transport: bad path")
+
+	// ErrBadRequest is returned for a request that is malformed in some
+	// other way (a bad header, a body that could not be read).
+	ErrBadRequest = errors.New("transport: bad request")
+
+	// ErrMethodNotAllowed is returned for a method a route does not serve.
+	ErrMethodNotAllowed = errors.New("transport: method not allowed")
+
+	// ErrKeyTooLong is returned for a key longer than the configured limit.
+	ErrKeyTooLong = errors.New("transport: key too long")
+
+	// ErrUnauthorized is returned for a peer request without a valid
+	// signature, and by the peer client when a peer answered 401.
+	ErrUnauthorized = errors.New("transport: unauthorized peer request")
+
+	// ErrPeerStatus is returned by the peer client when a peer answered
+	// with an unexpected status code.
+	ErrPeerStatus = errors.New("transport: unexpected peer status")
+
+	// ErrBadResponse is returned by the peer client for a response it
+	// cannot decode.
+	ErrBadResponse = errors.New("transport: bad peer response")
+)
+
+// A PeerError reports a failed request to a peer. Err is what went wrong: a
+// network error, a context error (Config.PeerTimeout), ErrUnauthorized,
+// ErrPeerStatus, ErrBadResponse, or one of the cache's errors listed above
+// when the peer answered with it.
+type PeerError struct {
+	Peer       string // the peer's base URL
+	Op         string // "get", "set" or "remove"
+	StatusCode int    // the peer's status code, or 0 if none arrived
+	Err        error
+}
+
+// Error returns a message naming the peer, the operation and the cause.
+func (e *PeerError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("transport: %s %s: status %d: %v", e.Op, e.Peer, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("transport: %s %s: %v", e.Op, e.Peer, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *PeerError) Unwrap() error { return e.Err }

@@ -1,0 +1,155 @@
+package transport
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// startGroupcache builds testdata/gcpeer (groupcache as shipped) and runs it
+// as a process of its own, a member of a ring with peers. It returns its
+// base URL; the process stops when the test ends.
+func startGroupcache(t *testing.T, peers []string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build the groupcache peer:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "gcpeer")
+	build := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "./testdata/gcpeer")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build gcpeer: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-peers", strings.Join(peers, ","), "-group", testGroup)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stdin.Close() // gcpeer exits when its stdin closes
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("gcpeer: %v\n%s", err, stderr.String())
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	self, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
+	if err != nil || !ok {
+		t.Fatalf("gcpeer said %q, %v\n%s", line, err, stderr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+	return self
+}
+
+// TestGroupcacheInterop puts a groupcache process and two ringcache nodes on
+// one ring (same members, replicas, hash and base path) and checks that they
+// agree on every key's owner and serve each other, both ways, with keys
+// that need escaping.
+func TestGroupcacheInterop(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 2, clusterOpts{})
+	urls := []string{nodes[0].url, nodes[1].url}
+	gc := startGroupcache(t, urls)
+	for _, n := range nodes {
+		if err := n.pool.Set(append(urls, gc)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := testClient(t)
+	gcGet := func(key string) response {
+		t.Helper()
+		return mustDo(t, c, http.MethodGet, gc+"/get?key="+url.QueryEscape(key), nil)
+	}
+
+	// Which side loaded a value shows whose ring said who owns the key:
+	// groupcache's values start with "gc:", ours with "v:". Read every key
+	// through groupcache and through a ringcache node.
+	// Each awkward key, in a variant that groupcache owns and one that
+	// ringcache owns, so that it crosses the peer protocol both ways.
+	var keys []string
+	for _, base := range []string{"a b", "a+b", "a/b/c", "100%", "ключ", "\x00\xff", "q?x=1&y=2", "..."} {
+		var gcKey, rcKey string
+		for i := 0; gcKey == "" || rcKey == ""; i++ {
+			k := fmt.Sprint(base, "#", i)
+			if nodes[0].pool.Owner(k) == gc {
+				gcKey = cmp.Or(gcKey, k)
+			} else {
+				rcKey = cmp.Or(rcKey, k)
+			}
+		}
+		keys = append(keys, gcKey, rcKey)
+	}
+	for i := range 200 {
+		keys = append(keys, fmt.Sprint("key-", i))
+	}
+	var toGC, toRC int
+	for _, key := range keys {
+		owner := nodes[0].pool.Owner(key)
+		want := string(valueOf(key))
+		if owner == gc {
+			want = "gc:" + key
+			toGC++
+		} else {
+			toRC++
+		}
+		if r := gcGet(key); r.status != http.StatusOK || r.body != want {
+			t.Errorf("groupcache GET %q (owner %s): %d %q, want %q", key, owner, r.status, r.body, want)
+		}
+		for _, n := range nodes {
+			r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+			if r.status != http.StatusOK || r.body != want {
+				t.Errorf("ringcache GET %q at %s (owner %s): %d %q, want %q", key, n.url, owner, r.status, r.body, want)
+			}
+		}
+		if owner != gc {
+			// groupcache asked the owner over the peer protocol, and only
+			// the owner loaded.
+			if got := loads.of(key); !slices.Equal(got, []string{owner}) {
+				t.Errorf("ringcache loads of %q = %v, want one by %s", key, got, owner)
+			}
+		} else if got := loads.of(key); len(got) != 0 {
+			t.Errorf("ringcache loaded %q, which groupcache owns: %v", key, got)
+		}
+	}
+	if toGC == 0 || toRC == 0 {
+		t.Fatalf("keys owned by groupcache: %d, by ringcache: %d; want both", toGC, toRC)
+	}
+
+	// groupcache loaded exactly the keys it owns, each once.
+	r := mustDo(t, c, http.MethodGet, gc+"/loads", nil)
+	var gcLoads []string
+	for l := range strings.Lines(r.body) {
+		k, err := url.QueryUnescape(strings.TrimSpace(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gcLoads = append(gcLoads, k)
+	}
+	var want []string
+	for _, key := range keys {
+		if nodes[0].pool.Owner(key) == gc {
+			want = append(want, key)
+		}
+	}
+	slices.Sort(gcLoads)
+	slices.Sort(want)
+	if !slices.Equal(gcLoads, want) {
+		t.Fatalf("groupcache loaded %d keys %q, want the %d it owns %q", len(gcLoads), gcLoads, len(want), want)
+	}
+}

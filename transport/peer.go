@@ -1,0 +1,195 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/golang/groupcache/groupcachepb"
+	"github.com/golang/protobuf/proto"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// peer is the client of one member: a cache.Peer. Its requests go through
+// the Pool's shared http.Client.
+type peer struct {
+	pool *Pool
+	url  string // base URL, no trailing slash
+}
+
+var _ cache.Peer = (*peer)(nil)
+
+// String returns the peer's base URL, for logs.
+func (pe *peer) String() string { return pe.url }
+
+// Fetch asks the peer for key's value with groupcache's GET. The peer serves
+// it with Group.GetLocal and never forwards it.
+func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, error) {
+	var v cache.Value
+	err := pe.do(ctx, "get", http.MethodGet, group, key, nil, nil, func(res *http.Response) error {
+		var err error
+		v, err = decodeValue(res)
+		return err
+	})
+	return v, err
+}
+
+// Store sets key's value at the peer with a PUT of the raw bytes; the value's
+// expiry and content type ride in headers.
+func (pe *peer) Store(ctx context.Context, group, key string, v cache.Value) error {
+	return pe.do(ctx, "set", http.MethodPut, group, key, v.Data, func(h http.Header) {
+		setValueHeaders(h, v)
+	}, nil)
+}
+
+// Invalidate drops key from the peer's caches with a DELETE.
+func (pe *peer) Invalidate(ctx context.Context, group, key string) error {
+	return pe.do(ctx, "remove", http.MethodDelete, group, key, nil, nil, nil)
+}
+
+// do sends one request under the pool's per-peer timeout, signs it when the
+// pool has a secret, maps the status to an error and hands a 2xx response to
+// read. Every failure is a *PeerError.
+func (pe *peer) do(ctx context.Context, op, method, group, key string, body []byte,
+	header func(http.Header), read func(*http.Response) error) (err error) {
+	p := pe.pool
+	start := time.Now()
+	status := 0
+	defer func() {
+		if err != nil {
+			err = &PeerError{Peer: pe.url, Op: op, StatusCode: status, Err: err}
+		}
+		if p.cfg.OnPeerRequest != nil {
+			p.cfg.OnPeerRequest(pe.url, op, time.Since(start), err)
+		}
+	}()
+
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.PeerTimeout)
+	defer cancel()
+	var rb io.Reader
+	if body != nil {
+		rb = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, pe.url+peerPath(p.cfg.BasePath, group, key), rb)
+	if err != nil {
+		return err
+	}
+	req.Header[hdrPeer] = p.selfHeader
+	req.Header[hdrRingVersion] = p.state.Load().versionHeader
+	if len(p.cfg.Secret) > 0 {
+		now := p.now().Unix()
+		req.Header.Set(hdrDate, strconv.FormatInt(now, 10))
+		req.Header.Set(hdrSignature, signature(p.cfg.Secret, method, req.URL.EscapedPath(), now))
+	}
+	if header != nil {
+		header(req.Header)
+	}
+	res, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	status = res.StatusCode
+	if err := statusError(res); err != nil {
+		// Drain a short error body so that the connection is reused.
+		io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+		return err
+	}
+	if read != nil {
+		return read(res)
+	}
+	return nil
+}
+
+// statusError maps a peer's status code to the error the cache acts on.
+// cache.ErrNotFound, cache.ErrLoad and cache.ErrBadKey mean that the owner
+// answered (the key is absent, its origin failed, it refuses the key): the
+// cache reports that rather than loading the key a second time. Anything
+// else (ErrPeerStatus, ErrUnauthorized, a network error) means the owner
+// could not serve, and the cache loads locally.
+func statusError(res *http.Response) error {
+	code := res.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return nil
+	case code == http.StatusNotFound && res.Header.Get(hdrNotFound) != "":
+		return cache.ErrNotFound
+	case code == http.StatusBadRequest:
+		return cache.ErrBadKey
+	case code == http.StatusUnauthorized:
+		return ErrUnauthorized
+	case code == http.StatusRequestEntityTooLarge:
+		return cache.ErrTooLarge
+	case res.Header.Get(hdrLoadError) != "":
+		// A marker rather than the status alone: a proxy between the
+		// nodes can answer 502 or 504 on its own, and that is not the
+		// owner's origin failing.
+		if code == http.StatusGatewayTimeout {
+			return fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)
+		}
+		return cache.ErrLoad
+	}
+	return ErrPeerStatus
+}
+
+var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// decodeValue reads a GetResponse body and the X-Ringcache headers. A
+// groupcache peer sends none of them: the value then has no expiry and no
+// content type.
+func decodeValue(res *http.Response) (cache.Value, error) {
+	b := bufferPool.Get().(*bytes.Buffer)
+	defer bufferPool.Put(b)
+	b.Reset()
+	if res.ContentLength > 0 {
+		b.Grow(int(min(res.ContentLength, 64<<20)))
+	}
+	if _, err := b.ReadFrom(res.Body); err != nil {
+		return cache.Value{}, fmt.Errorf("reading response body: %w", err)
+	}
+	// proto.Unmarshal copies bytes fields, so the pooled buffer can be reused.
+	var msg groupcachepb.GetResponse
+	if err := proto.Unmarshal(b.Bytes(), &msg); err != nil {
+		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	exp, err := parseExpires(res.Header.Get(hdrExpires))
+	if err != nil {
+		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	data := msg.Value
+	if data == nil {
+		data = []byte{}
+	}
+	return cache.Value{
+		Data:        data,
+		ContentType: res.Header.Get(hdrContentType),
+		Expires:     exp,
+		NoStore:     res.Header.Get(hdrNoStore) != "",
+	}, nil
+}
+
+// setValueHeaders writes what a Value carries besides its bytes.
+func setValueHeaders(h http.Header, v cache.Value) {
+	if v.ContentType != "" {
+		h.Set(hdrContentType, v.ContentType)
+	}
+	if !v.Expires.IsZero() {
+		h.Set(hdrExpires, formatExpires(v.Expires))
+	}
+	if v.NoStore {
+		h.Set(hdrNoStore, "1")
+	}
+}
+
+// isPeerError reports whether err came from a peer request, for StatusOf.
+func isPeerError(err error) bool {
+	var pe *PeerError
+	return errors.As(err, &pe)
+}

@@ -1,0 +1,185 @@
+package transport
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/consistenthash"
+)
+
+// Pool is a node's view of its cluster: the ring of members' base URLs and a
+// client for each peer. It implements cache.PeerPicker. Set replaces the
+// membership by building a new ring and swapping it in atomically, so
+// PickPeer never takes a lock. A Pool is safe for concurrent use.
+type Pool struct {
+	cfg        Config
+	client     *http.Client
+	selfHeader []string         // cfg.Self as a header value, shared like versionHeader
+	now        func() time.Time // time.Now; tests set it to check the signature window
+
+	mu    sync.Mutex // serializes Set, so that two swaps cannot interleave
+	state atomic.Pointer[poolState]
+}
+
+// poolState is one membership: immutable once published.
+type poolState struct {
+	ring    *consistenthash.Map
+	members []string
+	peers   map[string]*peer // by base URL, self excluded
+	others  []cache.Peer     // the values of peers, in member order
+	// versionHeader is the ring version as a header value, built once:
+	// requests and responses share it, and net/http only reads it.
+	versionHeader []string
+}
+
+var _ cache.PeerPicker = (*Pool)(nil)
+
+// NewPool validates cfg and returns a Pool whose ring holds only cfg.Self
+// until Set adds peers.
+func NewPool(cfg Config) (*Pool, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	// One transport for every peer, so that keep-alive connections are
+	// shared and bounded per host rather than per peer object.
+	tr := &http.Transport{
+		Proxy: nil, // peers are reached directly, never through HTTP_PROXY
+		DialContext: (&net.Dialer{
+			Timeout:   cfg.PeerTimeout,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
+		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		// Values are opaque bytes, often already compressed: do not ask for
+		// gzip and spend CPU on both ends.
+		DisableCompression:    true,
+		ExpectContinueTimeout: time.Second,
+	}
+	p := &Pool{
+		cfg: cfg,
+		// Redirects are refused: a peer answers or fails. groupcache's
+		// client does not follow them either.
+		client: &http.Client{
+			Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		},
+		now:        time.Now,
+		selfHeader: []string{cfg.Self},
+	}
+	if err := p.Set(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Config returns the pool's configuration with defaults applied.
+func (p *Pool) Config() Config { return p.cfg }
+
+// Set replaces the membership with peers plus this node (Config.Self, always
+// a member). Peers are base URLs like Self; duplicates and trailing slashes
+// are ignored. On error the membership is unchanged.
+func (p *Pool) Set(peers ...string) error {
+	members := make([]string, 0, len(peers)+1)
+	members = append(members, p.cfg.Self)
+	for _, s := range peers {
+		u, err := normalizePeer(s)
+		if err != nil {
+			return err
+		}
+		members = append(members, u)
+	}
+	slices.Sort(members)
+	members = slices.Compact(members)
+
+	ring := consistenthash.New(p.cfg.Replicas, p.cfg.Hash)
+	if err := ring.Add(members...); err != nil {
+		return fmt.Errorf("transport: build ring: %w", err)
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.state.Load()
+	st := &poolState{
+		ring:          ring,
+		members:       members,
+		peers:         make(map[string]*peer, len(members)),
+		versionHeader: []string{strconv.FormatUint(ring.Version(), 10)},
+	}
+	for _, m := range members {
+		if m == p.cfg.Self {
+			continue
+		}
+		// Keep the peer values of members that stay: the cache may hold
+		// them, and they are cheap, but there is no reason to churn them.
+		pe, ok := (*peer)(nil), false
+		if old != nil {
+			pe, ok = old.peers[m]
+		}
+		if !ok {
+			pe = &peer{pool: p, url: m}
+		}
+		st.peers[m] = pe
+		st.others = append(st.others, pe)
+	}
+	p.state.Store(st)
+	if old != nil && !slices.Equal(old.members, members) {
+		p.cfg.Logger.Info("transport: membership changed",
+			"members", len(members), "ring_version", ring.Version())
+	}
+	return nil
+}
+
+// PickPeer returns the peer that owns key, and false when this node owns it.
+func (p *Pool) PickPeer(key string) (cache.Peer, bool) {
+	st := p.state.Load()
+	owner := st.ring.Get(key)
+	if owner == "" || owner == p.cfg.Self {
+		return nil, false
+	}
+	return st.peers[owner], true
+}
+
+// Peers returns every member but this node, for cluster-wide invalidation.
+// The slice is the caller's.
+func (p *Pool) Peers() []cache.Peer {
+	return slices.Clone(p.state.Load().others)
+}
+
+// Members returns the base URLs of the ring's members, this node included,
+// sorted.
+func (p *Pool) Members() []string {
+	return slices.Clone(p.state.Load().members)
+}
+
+// Owner returns the base URL of the member that owns key.
+func (p *Pool) Owner(key string) string {
+	return p.state.Load().ring.Get(key)
+}
+
+// Version returns the ring's version (consistenthash.Map.Version), sent to
+// peers in the X-Ringcache-Ring-Version header.
+func (p *Pool) Version() uint64 {
+	return p.state.Load().ring.Version()
+}
+
+// Shares returns each member's share of the hash space, summing to 1.
+func (p *Pool) Shares() map[string]float64 {
+	return p.state.Load().ring.Shares()
+}
+
+// Close closes the idle keep-alive connections to peers. Requests in flight
+// finish; the Pool remains usable and opens connections again on demand.
+func (p *Pool) Close() {
+	p.client.CloseIdleConnections()
+}

@@ -1,0 +1,174 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/ringcache/ringcache/consistenthash"
+)
+
+func TestNewPoolConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no self", Config{}},
+		{"self not a URL", Config{Self: "10.0.0.1:8080"}},
+		{"self with query", Config{Self: "http://a:1/?x=1"}},
+		{"self ftp", Config{Self: "ftp://a:1"}},
+		{"base path without slashes", Config{Self: "http://a:1", BasePath: "_groupcache"}},
+		{"base path needing escapes", Config{Self: "http://a:1", BasePath: "/a b/"}},
+		{"negative replicas", Config{Self: "http://a:1", Replicas: -1}},
+		{"negative timeout", Config{Self: "http://a:1", PeerTimeout: -1}},
+		{"negative idle conns", Config{Self: "http://a:1", MaxIdleConnsPerHost: -1}},
+		{"negative key limit", Config{Self: "http://a:1", MaxKeyBytes: -1}},
+		{"negative window", Config{Self: "http://a:1", SignatureWindow: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := NewPool(tt.cfg); !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewPool(%+v) error = %v, want ErrConfig", tt.cfg, err)
+			}
+		})
+	}
+
+	p, err := NewPool(Config{Self: "http://a:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	got := p.Config()
+	want := DefaultConfig()
+	if got.Self != "http://a:1" || got.BasePath != want.BasePath || got.Replicas != want.Replicas ||
+		got.PeerTimeout != want.PeerTimeout || got.MaxIdleConnsPerHost != want.MaxIdleConnsPerHost ||
+		got.MaxKeyBytes != want.MaxKeyBytes || got.SignatureWindow != want.SignatureWindow ||
+		got.Hash == nil || got.Logger == nil {
+		t.Fatalf("defaults not applied: %+v", got)
+	}
+}
+
+func TestPoolSet(t *testing.T) {
+	t.Parallel()
+	const self = "http://a:1"
+	p, err := NewPool(Config{Self: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if got := p.Members(); !slices.Equal(got, []string{self}) {
+		t.Fatalf("new pool members = %v, want only self", got)
+	}
+	if _, ok := p.PickPeer("k"); ok {
+		t.Fatal("a pool of one picked a peer")
+	}
+
+	if err := p.Set("http://c:3/", "http://b:2", "http://b:2", self); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{self, "http://b:2", "http://c:3"}
+	if got := p.Members(); !slices.Equal(got, want) {
+		t.Fatalf("members = %v, want %v", got, want)
+	}
+	if n := len(p.Peers()); n != 2 {
+		t.Fatalf("Peers() has %d peers, want 2 (self excluded)", n)
+	}
+	shares := p.Shares()
+	if len(shares) != 3 {
+		t.Fatalf("Shares() = %v, want 3 members", shares)
+	}
+
+	// Every key: PickPeer agrees with Owner, and names self exactly when it
+	// reports false.
+	owners := map[string]int{}
+	for i := range 1000 {
+		key := fmt.Sprint("key-", i)
+		owner := p.Owner(key)
+		owners[owner]++
+		pe, ok := p.PickPeer(key)
+		if ok == (owner == self) {
+			t.Fatalf("PickPeer(%q) ok=%v but owner is %s", key, ok, owner)
+		}
+		if ok && pe.(*peer).url != owner {
+			t.Fatalf("PickPeer(%q) = %s, Owner = %s", key, pe.(*peer).url, owner)
+		}
+	}
+	if len(owners) != 3 {
+		t.Fatalf("1000 keys spread over %d members, want 3: %v", len(owners), owners)
+	}
+
+	// Members that stay keep their peer value.
+	before := p.state.Load().peers["http://b:2"]
+	version := p.Version()
+	if err := p.Set("http://b:2", "http://d:4"); err != nil {
+		t.Fatal(err)
+	}
+	if p.state.Load().peers["http://b:2"] != before {
+		t.Error("Set replaced the peer of a member that stayed")
+	}
+	if p.Version() == version {
+		t.Error("ring version unchanged after a membership change")
+	}
+
+	// A bad URL leaves the membership as it was.
+	members := p.Members()
+	if err := p.Set("http://b:2", "not a url"); !errors.Is(err, ErrBadPeer) {
+		t.Fatalf("Set with a bad URL: %v, want ErrBadPeer", err)
+	}
+	if got := p.Members(); !slices.Equal(got, members) {
+		t.Fatalf("members after a failed Set = %v, want %v", got, members)
+	}
+}
+
+// TestPoolVersionAgrees checks that nodes with the same membership, given in
+// any order and each from its own point of view, report the same ring
+// version and route every key alike: the property peers rely on.
+func TestPoolVersionAgrees(t *testing.T) {
+	t.Parallel()
+	urls := []string{"http://a:1", "http://b:2", "http://c:3"}
+	var pools []*Pool
+	for i, self := range urls {
+		p, err := NewPool(Config{Self: self})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		others := slices.Clone(urls)
+		slices.Reverse(others)
+		if err := p.Set(others[i:]...); err != nil { // self is added anyway
+			t.Fatal(err)
+		}
+		if err := p.Set(others...); err != nil {
+			t.Fatal(err)
+		}
+		pools = append(pools, p)
+	}
+	for _, p := range pools[1:] {
+		if p.Version() != pools[0].Version() {
+			t.Fatalf("versions differ: %d vs %d", p.Version(), pools[0].Version())
+		}
+	}
+	for i := range 500 {
+		key := fmt.Sprint(i)
+		for _, p := range pools[1:] {
+			if p.Owner(key) != pools[0].Owner(key) {
+				t.Fatalf("owner of %q differs", key)
+			}
+		}
+	}
+	// Another hash is another ring, which the version shows.
+	fnv, err := NewPool(Config{Self: urls[0], Hash: consistenthash.FNV1_32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fnv.Close()
+	if err := fnv.Set(urls...); err != nil {
+		t.Fatal(err)
+	}
+	if fnv.Version() == pools[0].Version() {
+		t.Fatal("rings with different hashes report the same version")
+	}
+}

@@ -1,0 +1,330 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang/groupcache/groupcachepb"
+	"github.com/golang/protobuf/proto"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// awkwardKeys are keys whose bytes must survive every hop exactly.
+var awkwardKeys = []string{
+	"plain",
+	"a/b/c",
+	"/leading",
+	"trailing/",
+	"a//b",
+	"a/./b",
+	"a/../b",
+	".",
+	"..",
+	"...",
+	"100%",
+	"%2F",
+	"%zz",
+	"a b",
+	"a+b",
+	"+",
+	"q?x=1&y=2",
+	"frag#ment",
+	"semi;colon",
+	"tab\tnewline\n",
+	"ключ",
+	"日本語/キー",
+	"emoji 🙂",
+	"\x00\x01\xff\xfe",
+	"\\back\\slash",
+	`"quoted"`,
+	"~tilde_under-score.dot",
+}
+
+func TestEscapeSegment(t *testing.T) {
+	t.Parallel()
+	for _, key := range awkwardKeys {
+		t.Run(fmt.Sprintf("%q", key), func(t *testing.T) {
+			t.Parallel()
+			esc := escapeSegment(key)
+			if strings.ContainsAny(esc, "/+ ?#") {
+				t.Fatalf("escapeSegment(%q) = %q: holds a byte that is not a plain segment byte", key, esc)
+			}
+			if esc == "." || esc == ".." {
+				t.Fatalf("escapeSegment(%q) = %q: a dot segment, which path cleaning removes", key, esc)
+			}
+			// groupcache's server path-unescapes, ours query-unescapes:
+			// both must read the key back.
+			if got, err := url.PathUnescape(esc); err != nil || got != key {
+				t.Errorf("PathUnescape(%q) = %q, %v; want %q", esc, got, err, key)
+			}
+			if got, err := url.QueryUnescape(esc); err != nil || got != key {
+				t.Errorf("QueryUnescape(%q) = %q, %v; want %q", esc, got, err, key)
+			}
+		})
+	}
+}
+
+func TestParsePeerPath(t *testing.T) {
+	t.Parallel()
+	const base = "/_groupcache/"
+	tests := []struct {
+		name      string
+		path      string
+		group     string
+		key       string
+		wantErr   error
+		wantCode  int
+		maxKeyLen int
+	}{
+		{name: "plain", path: "/_groupcache/g/k", group: "g", key: "k"},
+		{name: "escaped slash", path: "/_groupcache/g/a%2Fb", group: "g", key: "a/b"},
+		{name: "raw slashes stay in key", path: "/_groupcache/g/a/b/c", group: "g", key: "a/b/c"},
+		{name: "groupcache plus is space", path: "/_groupcache/my+group/a+b", group: "my group", key: "a b"},
+		{name: "escaped plus", path: "/_groupcache/g/a%2Bb", group: "g", key: "a+b"},
+		{name: "escaped slash in group", path: "/_groupcache/a%2Fb/k", group: "a/b", key: "k"},
+		{name: "raw bytes", path: "/_groupcache/g/%00%FF", group: "g", key: "\x00\xff"},
+		{name: "other base", path: "/other/g/k", wantErr: ErrBadPath},
+		{name: "base only", path: "/_groupcache/", wantErr: ErrBadPath},
+		{name: "no key separator", path: "/_groupcache/g", wantErr: ErrBadPath},
+		{name: "empty group", path: "/_groupcache//k", wantErr: ErrBadPath},
+		{name: "empty key", path: "/_groupcache/g/", wantErr: cache.ErrBadKey},
+		{name: "bad escape in key", path: "/_groupcache/g/%zz", wantErr: ErrBadPath},
+		{name: "bad escape in group", path: "/_groupcache/%g/k", wantErr: ErrBadPath},
+		{name: "key at limit", path: "/_groupcache/g/" + strings.Repeat("k", 8), maxKeyLen: 8, group: "g", key: strings.Repeat("k", 8)},
+		{name: "key over limit", path: "/_groupcache/g/" + strings.Repeat("k", 9), maxKeyLen: 8, wantErr: ErrKeyTooLong},
+		{name: "escaped key over limit", path: "/_groupcache/g/" + strings.Repeat("%41", 9), maxKeyLen: 8, wantErr: ErrKeyTooLong},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			max := tt.maxKeyLen
+			if max == 0 {
+				max = DefaultMaxKeyBytes
+			}
+			group, key, err := parsePeerPath(tt.path, base, max)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("parsePeerPath(%q) error = %v, want %v", tt.path, err, tt.wantErr)
+				}
+				if StatusOf(err) != http.StatusBadRequest {
+					t.Errorf("StatusOf(%v) = %d, want 400", err, StatusOf(err))
+				}
+				return
+			}
+			if err != nil || group != tt.group || key != tt.key {
+				t.Fatalf("parsePeerPath(%q) = %q, %q, %v; want %q, %q", tt.path, group, key, err, tt.group, tt.key)
+			}
+		})
+	}
+}
+
+// FuzzPeerPath checks that parsing any path never panics, that what our
+// client writes parses back to the same group and key, and that what
+// groupcache's client writes (url.QueryEscape) does too.
+func FuzzPeerPath(f *testing.F) {
+	for _, k := range awkwardKeys {
+		f.Add("g", k)
+	}
+	f.Add("my group", "k")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, group, key string) {
+		const base = "/_groupcache/"
+		// Arbitrary input: no panic, and success only with a non-empty
+		// key within the limit.
+		if _, k, err := parsePeerPath(base+group+"/"+key, base, DefaultMaxKeyBytes); err == nil {
+			if k == "" || len(k) > DefaultMaxKeyBytes {
+				t.Fatalf("accepted key %q", k)
+			}
+		}
+		if group == "" || key == "" || len(key) > DefaultMaxKeyBytes {
+			return
+		}
+		for _, path := range []string{
+			peerPath(base, group, key),
+			base + url.QueryEscape(group) + "/" + url.QueryEscape(key), // groupcache's client
+		} {
+			g, k, err := parsePeerPath(path, base, DefaultMaxKeyBytes)
+			if err != nil || g != group || k != key {
+				t.Fatalf("parsePeerPath(%q) = %q, %q, %v; want %q, %q", path, g, k, err, group, key)
+			}
+		}
+	})
+}
+
+func TestVerifySignature(t *testing.T) {
+	t.Parallel()
+	secret := []byte("s3cret")
+	now := time.Unix(1_700_000_000, 0)
+	const path = "/_groupcache/g/a%2Fb"
+	sig := func(secret []byte, method, path string, at time.Time) (string, string) {
+		return fmt.Sprint(at.Unix()), signature(secret, method, path, at.Unix())
+	}
+	tests := []struct {
+		name      string
+		date, sig string
+		ok        bool
+	}{
+		{name: "valid", ok: true},
+		{name: "29s old", ok: true},
+		{name: "31s old"},
+		{name: "31s ahead"},
+		{name: "29s ahead", ok: true},
+		{name: "other secret"},
+		{name: "other method"},
+		{name: "other path"},
+		{name: "no headers"},
+		{name: "bad date"},
+		{name: "date swapped after signing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			date, s := sig(secret, "GET", path, now)
+			switch tt.name {
+			case "29s old":
+				date, s = sig(secret, "GET", path, now.Add(-29*time.Second))
+			case "31s old":
+				date, s = sig(secret, "GET", path, now.Add(-31*time.Second))
+			case "31s ahead":
+				date, s = sig(secret, "GET", path, now.Add(31*time.Second))
+			case "29s ahead":
+				date, s = sig(secret, "GET", path, now.Add(29*time.Second))
+			case "other secret":
+				date, s = sig([]byte("other"), "GET", path, now)
+			case "other method":
+				date, s = sig(secret, "DELETE", path, now)
+			case "other path":
+				date, s = sig(secret, "GET", "/_groupcache/g/a/b", now)
+			case "no headers":
+				date, s = "", ""
+			case "bad date":
+				date = "yesterday"
+			case "date swapped after signing":
+				date = fmt.Sprint(now.Unix() + 1)
+			}
+			err := verifySignature(secret, "GET", path, date, s, now, DefaultSignatureWindow)
+			if tt.ok != (err == nil) {
+				t.Fatalf("verifySignature = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && (!errors.Is(err, ErrUnauthorized) || StatusOf(err) != http.StatusUnauthorized) {
+				t.Fatalf("verifySignature = %v (status %d), want ErrUnauthorized (401)", err, StatusOf(err))
+			}
+		})
+	}
+}
+
+func TestStatusOf(t *testing.T) {
+	t.Parallel()
+	load := func(err error) error { return fmt.Errorf("%w: %w", cache.ErrLoad, err) }
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 200},
+		{ErrBadPath, 400},
+		{ErrBadRequest, 400},
+		{ErrKeyTooLong, 400},
+		{cache.ErrBadKey, 400},
+		{load(fmt.Errorf("origin refused: %w", cache.ErrBadKey)), 400},
+		{ErrUnauthorized, 401},
+		{cache.ErrNoSuchGroup, 404},
+		{fmt.Errorf("wrapped: %w", cache.ErrNotFound), 404},
+		{ErrNoRoute, 404},
+		{ErrMethodNotAllowed, 405},
+		{cache.ErrTooLarge, 413},
+		{&PeerError{Peer: "http://p", Op: "set", StatusCode: 413, Err: cache.ErrTooLarge}, 413},
+		{load(errors.New("boom")), 502},
+		{load(context.DeadlineExceeded), 504},
+		{context.DeadlineExceeded, 504},
+		{&PeerError{Peer: "http://p", Op: "set", Err: errors.New("connection refused")}, 502},
+		{&PeerError{Peer: "http://p", Op: "set", StatusCode: 401, Err: ErrUnauthorized}, 502},
+		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 504, Err: fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)}, 504},
+		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 404, Err: cache.ErrNotFound}, 404},
+		{context.Canceled, 503},
+		{errors.New("unknown"), 500},
+	}
+	for _, tt := range tests {
+		if got := StatusOf(tt.err); got != tt.want {
+			t.Errorf("StatusOf(%v) = %d, want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestETagMatch(t *testing.T) {
+	t.Parallel()
+	tag := etag([]byte("value"))
+	if tag != etag([]byte("value")) || tag == etag([]byte("other")) {
+		t.Fatalf("etag is not a function of the bytes alone")
+	}
+	tests := []struct {
+		header string
+		want   bool
+	}{
+		{"", false},
+		{tag, true},
+		{"W/" + tag, true},
+		{`"x", ` + tag, true},
+		{"*", true},
+		{`"x"`, false},
+		{strings.Trim(tag, `"`), false},
+	}
+	for _, tt := range tests {
+		if got := etagMatch(tt.header, tag); got != tt.want {
+			t.Errorf("etagMatch(%q, %s) = %v, want %v", tt.header, tag, got, tt.want)
+		}
+	}
+}
+
+func TestParseMaxAge(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		header string
+		want   time.Duration
+		ok     bool
+	}{
+		{"", 0, false},
+		{"max-age=60", time.Minute, true},
+		{"public, MAX-AGE=5", 5 * time.Second, true},
+		{`max-age="7"`, 7 * time.Second, true},
+		{"max-age=-1", 0, false},
+		{"max-age=abc", 0, false},
+		{"max-age=99999999999999999999", 0, false},
+		{"no-cache", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := parseMaxAge(tt.header)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("parseMaxAge(%q) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestEncodeGetResponse checks that the peer handler's hand-written body is
+// byte for byte what groupcache's proto.Marshal writes, and that groupcache's
+// decoder reads the value back.
+func TestEncodeGetResponse(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 127, 128, 300, 1 << 14, 1<<20 + 3} {
+		data := bytes.Repeat([]byte{0xab}, n)
+		got := append(getResponsePrefix(n), data...)
+		want, err := proto.Marshal(&groupcachepb.GetResponse{Value: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: encoded %x..., proto.Marshal %x...", n, got[:min(8, len(got))], want[:min(8, len(want))])
+		}
+		var msg groupcachepb.GetResponse
+		if err := proto.Unmarshal(got, &msg); err != nil || !bytes.Equal(msg.Value, data) {
+			t.Fatalf("%d bytes: decoded %d bytes, %v", n, len(msg.Value), err)
+		}
+	}
+}

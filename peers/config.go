@@ -1,0 +1,152 @@
+package peers
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Setter receives the whole member set, as sorted and deduplicated peer URLs, each time it
+// changes; the daemon passes the transport's Pool, whose Set builds a new ring and swaps it
+// in. A Registry calls Set from one goroutine at a time and never while holding a lock of its
+// own. Set has no error to return: the URLs were checked before they were sent.
+type Setter interface {
+	Set(peers ...string)
+}
+
+// Defaults, used for the zero value of the matching Config field.
+const (
+	DefaultCluster      = "default"
+	DefaultTTL          = 5 * time.Second
+	DefaultHoldDown     = 2 * time.Second
+	DefaultConfirmDelay = 10 * time.Second
+	DefaultDialTimeout  = 5 * time.Second
+)
+
+// Config configures a Registry. The zero value of each field is documented; NodeID, PeerURL
+// and one of Client or Endpoints are required.
+type Config struct {
+	// Client is the etcd client to use; the Registry leaves it open on Close. If nil, New
+	// connects to Endpoints and Close closes that client.
+	Client *clientv3.Client
+	// Endpoints are etcd client URLs, used only when Client is nil.
+	Endpoints []string
+	// DialTimeout bounds the first connection to Endpoints. If zero, 5s.
+	DialTimeout time.Duration
+
+	// Cluster names the ring; nodes of different clusters can share an etcd. If empty,
+	// "default".
+	Cluster string
+	// Prefix is the etcd key prefix under which members register, ending in "/". If empty,
+	// "/ringcache/<Cluster>/members/".
+	Prefix string
+
+	// NodeID identifies this node: 1 to 128 characters from [A-Za-z0-9._:-]. Required. Its
+	// key is Prefix+NodeID.
+	NodeID string
+	// PeerURL is the absolute http(s) URL other nodes use to reach this one. Required.
+	PeerURL string
+	// Weight is this node's relative share of the ring, 1 to MaxWeight. If zero, 1.
+	Weight int
+	// Version is announced for operators (for example the build version). If empty, none.
+	Version string
+
+	// TTL is the lease time to live, a whole number of seconds of at least 1s (etcd raises
+	// TTLs below its own minimum, about 2s). A crashed node is dropped about TTL+HoldDown
+	// after its last keepalive. If zero, 5s.
+	TTL time.Duration
+	// HoldDown is how long a member must stay absent before it is removed from the ring, so
+	// that a lease lost and put again during an etcd outage does not flap the ring. Graceful
+	// leaves skip it. If zero, 2s.
+	HoldDown time.Duration
+	// ConfirmDelay holds back, beyond HoldDown, an update that would remove half of the
+	// members or more at once: such a change more likely means an etcd problem than half of
+	// the cluster crashing. If zero, 10s.
+	ConfirmDelay time.Duration
+
+	// Logger receives membership changes, lease losses and etcd errors. If nil, logs are
+	// discarded.
+	Logger *slog.Logger
+	// Setter receives the member set after every change, and once from New. If nil, the
+	// member set is only visible through State.
+	Setter Setter
+}
+
+// DefaultConfig returns a Config with every defaulted field set to its default; the caller
+// fills in NodeID, PeerURL and Endpoints or Client.
+func DefaultConfig() Config {
+	return Config{
+		DialTimeout:  DefaultDialTimeout,
+		Cluster:      DefaultCluster,
+		Weight:       1,
+		TTL:          DefaultTTL,
+		HoldDown:     DefaultHoldDown,
+		ConfirmDelay: DefaultConfirmDelay,
+	}
+}
+
+// withDefaults validates c and returns it with zero values replaced by defaults. Bad values
+// are rejected with ErrInvalidConfig, never adjusted.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) (Config, error) {
+		return Config{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if c.Client == nil && len(c.Endpoints) == 0 {
+		return bad("need Client or Endpoints")
+	}
+	if c.DialTimeout < 0 {
+		return bad("negative DialTimeout %v", c.DialTimeout)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.Cluster == "" {
+		c.Cluster = DefaultCluster
+	}
+	if !checkID(c.Cluster) {
+		return bad("cluster %q: want 1 to 128 characters from [A-Za-z0-9._:-]", c.Cluster)
+	}
+	if c.Prefix == "" {
+		c.Prefix = "/ringcache/" + c.Cluster + "/members/"
+	}
+	if !strings.HasSuffix(c.Prefix, "/") {
+		return bad("prefix %q must end in /", c.Prefix)
+	}
+	if !checkID(c.NodeID) {
+		return bad("node id %q: want 1 to 128 characters from [A-Za-z0-9._:-]", c.NodeID)
+	}
+	if err := checkPeerURL(c.PeerURL); err != nil {
+		return bad("%v", err)
+	}
+	if c.Weight == 0 {
+		c.Weight = 1
+	}
+	if c.Weight < 0 || c.Weight > MaxWeight {
+		return bad("weight %d outside 1..%d", c.Weight, MaxWeight)
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.TTL < time.Second || c.TTL%time.Second != 0 {
+		return bad("ttl %v: want a whole number of seconds, at least 1s", c.TTL)
+	}
+	if c.HoldDown < 0 {
+		return bad("negative HoldDown %v", c.HoldDown)
+	}
+	if c.HoldDown == 0 {
+		c.HoldDown = DefaultHoldDown
+	}
+	if c.ConfirmDelay < 0 {
+		return bad("negative ConfirmDelay %v", c.ConfirmDelay)
+	}
+	if c.ConfirmDelay == 0 {
+		c.ConfirmDelay = DefaultConfirmDelay
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}

@@ -1,0 +1,19 @@
+// Package peers keeps a ringcache node's view of its cluster in etcd and pushes the member set
+// into a Setter (in the daemon, the transport's Pool), so that the ring follows joins, leaves and crashes.
+//
+// A Registry puts one key per node, Prefix+NodeID, whose JSON value is a Member, under a lease
+// kept alive in the background; when the lease is lost it grants a new one and puts the key
+// again. It lists the prefix, then watches from the list's revision + 1 (with
+// WithRequireLeader), and lists again whenever a watch ends, for example on a compacted
+// revision. Additions reach the Setter at once; a member whose key disappears stays for a
+// hold-down, and a change that would remove half of the members or more waits a further
+// confirmation delay, so that an etcd outage followed by expired and re-put leases does not
+// flap the ring. A graceful Close marks the key as leaving before revoking it, so that the
+// others drop the node at once. When etcd is unreachable the last member set stays in use: an
+// error means "unknown", never "empty".
+//
+// Static is the same hand-over for a fixed list, for clusters without etcd.
+//
+// A Registry is safe for concurrent use; it calls the Setter from one goroutine at a time and
+// never while holding its own locks. Close stops every goroutine it started.
+package peers

@@ -1,0 +1,382 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/consistenthash"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// testEtcd is a real single-member etcd on loopback that a test can stop and start again on
+// the same data directory and ports.
+type testEtcd struct {
+	t         *testing.T
+	dir       string
+	clientURL url.URL
+	peerURL   url.URL
+
+	mu   sync.Mutex
+	e    *embed.Etcd
+	once *sync.Once // embed.Etcd.Close panics when called twice
+}
+
+func startEtcd(t *testing.T) *testEtcd {
+	t.Helper()
+	te := &testEtcd{
+		t:         t,
+		dir:       t.TempDir(),
+		clientURL: url.URL{Scheme: "http", Host: freeAddr(t)},
+		peerURL:   url.URL{Scheme: "http", Host: freeAddr(t)},
+	}
+	te.start()
+	t.Cleanup(te.stop)
+	return te
+}
+
+// freeAddr returns a loopback address that was free a moment ago. Fixed ports, rather than
+// port 0, let a restarted etcd come back where its clients look for it.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func (te *testEtcd) start() {
+	te.t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Name = "peers-test"
+	cfg.Dir = te.dir
+	cfg.ListenClientUrls = []url.URL{te.clientURL}
+	cfg.AdvertiseClientUrls = []url.URL{te.clientURL}
+	cfg.ListenPeerUrls = []url.URL{te.peerURL}
+	cfg.AdvertisePeerUrls = []url.URL{te.peerURL}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		te.t.Fatalf("start etcd: %v", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		te.t.Fatal("etcd not ready after 30s")
+	}
+	te.mu.Lock()
+	te.e, te.once = e, &sync.Once{}
+	te.mu.Unlock()
+}
+
+func (te *testEtcd) stop() {
+	te.mu.Lock()
+	e, once := te.e, te.once
+	te.mu.Unlock()
+	once.Do(e.Close)
+}
+
+func (te *testEtcd) endpoints() []string { return []string{te.clientURL.String()} }
+
+// client returns a plain etcd client for the test's own reads and writes.
+func (te *testEtcd) client(t *testing.T) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: te.endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// proxy forwards TCP connections to target on loopback. cut closes its listener and every
+// connection, as a network partition would; restore listens again on the same address.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener // nil while cut
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{t: t, target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
+	p.serve(ln)
+	t.Cleanup(func() {
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) endpoints() []string { return []string{"http://" + p.addr} }
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed by cut
+			}
+			p.wg.Add(1)
+			go p.pipe(c)
+		}
+	}()
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	defer p.wg.Done()
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln == nil { // cut while dialing
+		p.mu.Unlock()
+		c.Close()
+		u.Close()
+		return
+	}
+	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(u, c); done <- struct{}{} }()
+	go func() { io.Copy(c, u); done <- struct{}{} }()
+	<-done
+	c.Close()
+	u.Close()
+	<-done
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, u)
+	p.mu.Unlock()
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+func (p *proxy) restore() {
+	p.t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		p.t.Fatalf("proxy listen again on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+// setCall is one call of recorder.Set.
+type setCall struct {
+	at    time.Time
+	peers []string
+}
+
+// recorder is a Setter that does what transport.Pool does with a member set (build a
+// consistent-hash ring and swap it in atomically) and records every call.
+type recorder struct {
+	ring atomic.Pointer[consistenthash.Map]
+
+	mu      sync.Mutex
+	err     error // first ring that could not be built
+	calls   []setCall
+	changed chan struct{} // closed and replaced at every Set
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+
+func (rec *recorder) Set(peers ...string) {
+	m := consistenthash.New(0, nil)
+	err := m.Add(peers...)
+	rec.ring.Store(m)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err != nil && rec.err == nil {
+		rec.err = fmt.Errorf("ring from %q: %w", peers, err)
+	}
+	rec.calls = append(rec.calls, setCall{at: time.Now(), peers: peers})
+	close(rec.changed)
+	rec.changed = make(chan struct{})
+}
+
+func (rec *recorder) snapshot() ([]setCall, <-chan struct{}) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.calls), rec.changed
+}
+
+func (rec *recorder) count() int {
+	calls, _ := rec.snapshot()
+	return len(calls)
+}
+
+func (rec *recorder) last() []string {
+	calls, _ := rec.snapshot()
+	if len(calls) == 0 {
+		return nil
+	}
+	return calls[len(calls)-1].peers
+}
+
+// waitFor waits until the last Set received want and returns when that Set happened.
+func (rec *recorder) waitFor(t *testing.T, name string, want []string, timeout time.Duration) time.Time {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		calls, changed := rec.snapshot()
+		if n := len(calls); n > 0 && slices.Equal(calls[n-1].peers, want) {
+			return calls[n-1].at
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s: ring is not %q after %v; Set calls: %v", name, want, timeout, calls)
+		}
+	}
+}
+
+// node is one Registry under test with the Setter it feeds.
+type node struct {
+	id  string
+	url string
+	r   *Registry
+	rec *recorder
+}
+
+func peerURL(id string) string { return "http://" + id + ".peers.test:7070" }
+
+func urls(ids ...string) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = peerURL(id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// startNode registers node id against endpoints; tweak adjusts the Config first.
+func startNode(t *testing.T, endpoints []string, id string, tweak func(*Config)) *node {
+	t.Helper()
+	n := &node{id: id, url: peerURL(id), rec: newRecorder()}
+	cfg := Config{
+		Endpoints: endpoints,
+		NodeID:    id,
+		PeerURL:   n.url,
+		Version:   "test",
+		Logger:    testLogger(t).With("test", t.Name()),
+		Setter:    n.rec,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r, err := New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("New(%s): %v", id, err)
+	}
+	n.r = r
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Errorf("Close(%s): %v", id, err)
+		}
+	})
+	return n
+}
+
+// crash stops r the way a killed process would: keepalives stop and nothing is revoked or
+// marked. A later Close does nothing.
+func (r *Registry) crash() {
+	r.closeOnce.Do(func() {
+		r.stop()
+		if r.ownsClient {
+			r.client.Close()
+		}
+	})
+}
+
+// waitState waits until cond holds for r's State and returns that State.
+func waitState(t *testing.T, r *Registry, what string, timeout time.Duration, cond func(State) bool) State {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		changed := r.stateChanged()
+		st := r.State()
+		if cond(st) {
+			return st
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s: %s not reached after %v; state %+v", st.NodeID, what, timeout, st)
+		}
+	}
+}
+
+// converge waits until every node's last Set is want, then checks that their rings have one
+// version, and returns the time of the latest of those Set calls.
+func converge(t *testing.T, want []string, timeout time.Duration, nodes ...*node) time.Time {
+	t.Helper()
+	var latest time.Time
+	for _, n := range nodes {
+		if at := n.rec.waitFor(t, n.id, want, timeout); at.After(latest) {
+			latest = at
+		}
+	}
+	version := nodes[0].rec.ring.Load().Version()
+	for _, n := range nodes {
+		n.rec.mu.Lock()
+		if n.rec.err != nil {
+			t.Errorf("%s: %v", n.id, n.rec.err)
+		}
+		n.rec.mu.Unlock()
+		if v := n.rec.ring.Load().Version(); v != version {
+			t.Errorf("%s: ring version %x, %s has %x", n.id, v, nodes[0].id, version)
+		}
+		if got := n.r.State().Peers; !slices.Equal(got, want) {
+			t.Errorf("%s: State().Peers = %q, want %q", n.id, got, want)
+		}
+	}
+	return latest
+}

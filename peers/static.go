@@ -1,0 +1,19 @@
+package peers
+
+import "slices"
+
+// Static hands a fixed member set to s, for clusters without etcd: self and peers, checked,
+// sorted and deduplicated, exactly as a Registry would hand them over. It returns the set it
+// passed, or an error wrapping ErrBadPeerURL without calling s.
+func Static(s Setter, self string, peers ...string) ([]string, error) {
+	all := append([]string{self}, peers...)
+	for _, p := range all {
+		if err := checkPeerURL(p); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	s.Set(slices.Clone(all)...)
+	return all, nil
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ringcache/ringcache/transport/origin"
+)
+
+// BenchmarkServeHit measures a GET of a cached 1 KiB value through a whole
+// single node (mux, public handler, group, response), over loopback with
+// keep-alive, next to a bare net/http handler writing the same bytes in the
+// same run: the ratio is the daemon's cost per hit.
+func BenchmarkServeHit(b *testing.B) {
+	value := origin.DemoValue("demo", "key", 1024)
+	bare := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(value) }))
+	defer bare.Close()
+
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.LogLevel = "error"
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: 1024}}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	n, err := startNode(context.Background(), cfg, newLogger(io.Discard, "error", "text"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.stop(context.Background())
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	defer client.CloseIdleConnections()
+	for _, bm := range []struct{ name, url string }{
+		{"bare", bare.URL + "/cache/demo/key"},
+		{"node", "http://" + n.addrs[0].String() + "/cache/demo/key"},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := client.Get(bm.url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatal(resp.Status)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkOriginTimer measures what the origin latency histogram adds to a
+// load.
+func BenchmarkOriginTimer(b *testing.B) {
+	d, err := origin.NewDemo(origin.DemoConfig{Group: "demo", MaxKeys: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	timed := newMetrics(nil).timedGetter("demo", d)
+	for _, bm := range []struct {
+		name string
+		get  func(context.Context, string) error
+	}{
+		{"direct", func(ctx context.Context, k string) error { _, err := d.Get(ctx, k); return err }},
+		{"timed", func(ctx context.Context, k string) error { _, err := timed.Get(ctx, k); return err }},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				if err := bm.get(ctx, "key"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkScrape measures a /metrics scrape of a node with 10 groups, the
+// cost of reading every group's Stats at scrape time.
+func BenchmarkScrape(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	for i := range 10 {
+		cfg.Groups = append(cfg.Groups, GroupSpec{Name: fmt.Sprintf("g%d", i), Origin: originDemo})
+	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	n, err := startNode(context.Background(), cfg, newLogger(io.Discard, "error", "text"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.stop(context.Background())
+	h := n.metrics.handler()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != 200 {
+			b.Fatal(rec.Code)
+		}
+	}
+}

@@ -1,0 +1,678 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// errConfig is wrapped by every configuration error; the message after it
+// names the field at fault.
+var errConfig = errors.New("ringcached: invalid config")
+
+// envPrefix starts the environment variable of every flag.
+const envPrefix = "RINGCACHE_"
+
+// Config is the daemon's configuration. It is built from DefaultConfig, then
+// the YAML file named by -config, then the environment, then the flags: each
+// layer overrides the ones before it, field by field.
+type Config struct {
+	Listen          string        // public API, and peer routes unless PeerListen
+	PeerListen      string        // if not empty, the peer routes' own address
+	PeerURL         string        // if empty, http://<hostname>:<peer port>
+	Etcd            []string      // etcd endpoints; empty: static membership
+	Peers           []string      // static peer URLs, when Etcd is empty
+	Cluster         string        // the ring's name in etcd
+	NodeID          string        // if empty, the host name
+	LeaseTTL        time.Duration // etcd lease
+	HoldDown        time.Duration // how long a vanished member stays
+	Secret          string        // if not empty, peer requests are signed
+	ConfigFile      string        // the YAML file read, for messages
+	LogLevel        string        // debug, info, warn or error
+	LogFormat       string        // text or json
+	MaxKeyBytes     int           // longest key accepted
+	ShutdownTimeout time.Duration // bound on a graceful stop
+	Groups          []GroupSpec
+}
+
+// GroupSpec describes one group and its origin. Zero values select the
+// defaults documented in groupFields.
+type GroupSpec struct {
+	Name          string
+	Origin        string // "demo", "http" or "dir"
+	URL           string // http: URL template with {group} and {key}
+	Dir           string // dir: the directory
+	Bytes         int64
+	HotBytes      int64 // 0: Bytes/8; negative: no hot cache
+	TTL           time.Duration
+	NotFoundTTL   time.Duration
+	LoadTimeout   time.Duration
+	MaxValueBytes int64
+	Timeout       time.Duration // http: per request
+	DemoSize      int
+	DemoLatency   time.Duration
+}
+
+// Origins a group can have.
+const (
+	originDemo = "demo"
+	originHTTP = "http"
+	originDir  = "dir"
+)
+
+// defaultGroupBytes is a group's memory budget when none is given.
+const defaultGroupBytes = 64 << 20
+
+// DefaultConfig returns the configuration used for everything the flags,
+// the environment and the file leave unset. NodeID and PeerURL stay empty:
+// they are derived from the host name and the listener when the node starts.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          ":8080",
+		Cluster:         "default",
+		LeaseTTL:        5 * time.Second,
+		HoldDown:        2 * time.Second,
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxKeyBytes:     250,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// A setting is one configuration field: its flag, its environment variable
+// (envPrefix + the name in upper case, '-' as '_') and its YAML key all
+// derive from name, so the three cannot drift apart.
+type setting struct {
+	name  string
+	def   string // the default as README shows it
+	usage string
+	list  bool // a YAML sequence is accepted and joined with commas
+	set   func(c *Config, v string) error
+}
+
+// settings are the daemon's flags, in the order -help lists them. "group"
+// and "config" are handled apart: one repeats, the other chooses the file.
+var settings = []setting{
+	{name: "listen", def: ":8080", usage: "address of the public API (and of the peer routes unless -peer-listen)",
+		set: func(c *Config, v string) error { c.Listen = v; return nil }},
+	{name: "peer-listen", def: `""`, usage: "separate address for the peer routes; empty: served on -listen",
+		set: func(c *Config, v string) error { c.PeerListen = v; return nil }},
+	{name: "peer-url", def: "http://<hostname>:<peer port>", usage: "base URL other nodes use to reach this node's peer routes",
+		set: func(c *Config, v string) error { c.PeerURL = v; return nil }},
+	{name: "etcd", def: `""`, list: true, usage: "comma-separated etcd endpoints; empty: static membership from -peers",
+		set: func(c *Config, v string) error { c.Etcd = splitList(v); return nil }},
+	{name: "peers", def: `""`, list: true, usage: "comma-separated peer URLs of the other nodes, when -etcd is empty",
+		set: func(c *Config, v string) error { c.Peers = splitList(v); return nil }},
+	{name: "cluster", def: "default", usage: "cluster name: the ring's key prefix in etcd",
+		set: func(c *Config, v string) error { c.Cluster = v; return nil }},
+	{name: "node-id", def: "<hostname>", usage: "this node's ID in etcd",
+		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{name: "lease-ttl", def: "5s", usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
+		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
+	{name: "hold-down", def: "2s", usage: "how long a member whose key vanished stays in the ring",
+		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
+	{name: "secret", def: `""`, usage: "cluster secret: peer requests are signed with HMAC-SHA256 and unsigned ones refused",
+		set: func(c *Config, v string) error { c.Secret = v; return nil }},
+	{name: "log-level", def: "info", usage: "debug, info, warn or error",
+		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{name: "log-format", def: "text", usage: "text or json",
+		set: func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{name: "max-key-bytes", def: "250", usage: "longest key accepted, in bytes",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxKeyBytes, v) }},
+	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
+		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
+}
+
+// A groupField is one key of a group description, the same in a -group
+// flag ("name=demo,bytes=64MiB") and in the YAML file's groups list.
+type groupField struct {
+	name  string
+	def   string
+	usage string
+	set   func(g *GroupSpec, v string) error
+}
+
+var groupFields = []groupField{
+	{name: "name", def: "required", usage: "group name: letters, digits and ._- ; unique",
+		set: func(g *GroupSpec, v string) error { g.Name = v; return nil }},
+	{name: "origin", def: "required", usage: "demo, http or dir",
+		set: func(g *GroupSpec, v string) error { g.Origin = v; return nil }},
+	{name: "url", def: "required for http", usage: "http: URL template with {group} and {key}",
+		set: func(g *GroupSpec, v string) error { g.URL = v; return nil }},
+	{name: "dir", def: "required for dir", usage: "dir: the directory whose files are the values",
+		set: func(g *GroupSpec, v string) error { g.Dir = v; return nil }},
+	{name: "bytes", def: "64MiB", usage: "memory budget of the main and hot caches together",
+		set: func(g *GroupSpec, v string) error { return parseBytes(&g.Bytes, v) }},
+	{name: "hot-bytes", def: "bytes/8", usage: "part of bytes for hot copies of keys owned by peers; off: none",
+		set: func(g *GroupSpec, v string) error {
+			if v == "off" {
+				g.HotBytes = -1
+				return nil
+			}
+			return parseBytes(&g.HotBytes, v)
+		}},
+	{name: "ttl", def: "0s (until evicted)", usage: "how long a loaded value is served",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},
+	{name: "not-found-ttl", def: "0s (not remembered)", usage: "how long an origin's not-found is remembered",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.NotFoundTTL, v) }},
+	{name: "load-timeout", def: "30s", usage: "bound on one origin load",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
+	{name: "max-value-bytes", def: "1MiB", usage: "largest value accepted from the origin or a PUT",
+		set: func(g *GroupSpec, v string) error { return parseBytes(&g.MaxValueBytes, v) }},
+	{name: "timeout", def: "10s", usage: "http: bound on one upstream request",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.Timeout, v) }},
+	{name: "demo-size", def: "64", usage: "demo: bytes per value",
+		set: func(g *GroupSpec, v string) error { return parseInt(&g.DemoSize, v) }},
+	{name: "demo-latency", def: "0s", usage: "demo: sleep per load, as a slow origin would",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.DemoLatency, v) }},
+}
+
+// envName returns the environment variable of a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// loadConfig builds the configuration of "serve" from args (the flags after
+// the subcommand) and the environment. It returns flag.ErrHelp after writing
+// the usage to out for -h or -help.
+func loadConfig(args []string, getenv func(string) string, out io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("ringcached serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // our own usage and errors, below
+	fs.Usage = func() {}
+	// The flags only record their raw values here; they are applied last,
+	// over the file and the environment.
+	type rawFlag struct{ name, value string }
+	var flags []rawFlag
+	for _, s := range settings {
+		fs.Func(s.name, s.usage, func(v string) error { flags = append(flags, rawFlag{s.name, v}); return nil })
+	}
+	var groupFlags []string
+	fs.Func("group", "", func(v string) error { groupFlags = append(groupFlags, v); return nil })
+	var configFile string
+	configSet := false
+	fs.Func("config", "", func(v string) error { configFile, configSet = v, true; return nil })
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(out)
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w: %v (see -help)", errConfig, err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("%w: unexpected argument %q (see -help)", errConfig, fs.Arg(0))
+	}
+
+	cfg := DefaultConfig()
+	if !configSet {
+		configFile = getenv(envName("config"))
+	}
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: config: %v", errConfig, err)
+		}
+		if err := decodeYAML(&cfg, data); err != nil {
+			return Config{}, fmt.Errorf("%w: config file %s: %v", errConfig, configFile, err)
+		}
+		cfg.ConfigFile = configFile
+	}
+
+	flagged := make(map[string]bool, len(flags))
+	for _, f := range flags {
+		flagged[f.name] = true
+	}
+	for _, s := range settings {
+		if flagged[s.name] {
+			continue
+		}
+		if v := getenv(envName(s.name)); v != "" {
+			if err := s.set(&cfg, v); err != nil {
+				return Config{}, fmt.Errorf("%w: %s: %v", errConfig, envName(s.name), err)
+			}
+		}
+	}
+	bySetting := make(map[string]setting, len(settings))
+	for _, s := range settings {
+		bySetting[s.name] = s
+	}
+	for _, f := range flags {
+		if err := bySetting[f.name].set(&cfg, f.value); err != nil {
+			return Config{}, fmt.Errorf("%w: -%s: %v", errConfig, f.name, err)
+		}
+	}
+
+	// Groups add up: the file's, then the flags' (or, without any -group
+	// flag, the environment's, separated by ';').
+	source := "-group"
+	if len(groupFlags) == 0 {
+		if v := getenv(envName("group")); v != "" {
+			groupFlags = splitOn(v, ";")
+			source = envName("group")
+		}
+	}
+	for i, v := range groupFlags {
+		g, err := parseGroupFlag(v)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: %s #%d %q: %v", errConfig, source, i+1, v, err)
+		}
+		cfg.Groups = append(cfg.Groups, g)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseGroupFlag parses "name=demo,origin=demo,bytes=64MiB". Values cannot
+// contain commas; the YAML file has no such limit.
+func parseGroupFlag(v string) (GroupSpec, error) {
+	var g GroupSpec
+	seen := map[string]bool{}
+	for _, kv := range splitOn(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok {
+			return g, fmt.Errorf("%q: want key=value", kv)
+		}
+		if err := setGroupField(&g, k, strings.TrimSpace(val), seen); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// setGroupField sets the field named k, refusing unknown and repeated ones.
+func setGroupField(g *GroupSpec, k, v string, seen map[string]bool) error {
+	i := slices.IndexFunc(groupFields, func(f groupField) bool { return f.name == k })
+	if i < 0 {
+		return fmt.Errorf("unknown field %q", k)
+	}
+	if seen[k] {
+		return fmt.Errorf("%s: given twice", k)
+	}
+	seen[k] = true
+	if err := groupFields[i].set(g, v); err != nil {
+		return fmt.Errorf("%s: %v", k, err)
+	}
+	return nil
+}
+
+// decodeYAML overlays the YAML document data on cfg. It is strict: an
+// unknown or repeated key, or a value of the wrong shape, is an error that
+// names the key and its line. Keys are the flag names; "groups" is a list
+// of mappings with the -group fields.
+func decodeYAML(cfg *Config, data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return err
+	}
+	if doc.Kind == 0 { // an empty file
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want a mapping of settings", root.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if seen[k.Value] {
+			return fmt.Errorf("line %d: %s: given twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		if k.Value == "groups" {
+			if err := decodeGroups(cfg, v); err != nil {
+				return err
+			}
+			continue
+		}
+		i := slices.IndexFunc(settings, func(s setting) bool { return s.name == k.Value })
+		if i < 0 {
+			return fmt.Errorf("line %d: unknown field %q", k.Line, k.Value)
+		}
+		s := settings[i]
+		val, err := scalar(v, s.list)
+		if err != nil {
+			return fmt.Errorf("line %d: %s: %v", v.Line, k.Value, err)
+		}
+		if err := s.set(cfg, val); err != nil {
+			return fmt.Errorf("line %d: %s: %v", v.Line, k.Value, err)
+		}
+	}
+	return nil
+}
+
+func decodeGroups(cfg *Config, n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return fmt.Errorf("line %d: groups: want a list", n.Line)
+	}
+	for gi, gn := range n.Content {
+		if gn.Kind != yaml.MappingNode {
+			return fmt.Errorf("line %d: groups[%d]: want a mapping", gn.Line, gi)
+		}
+		var g GroupSpec
+		seen := map[string]bool{}
+		for i := 0; i < len(gn.Content); i += 2 {
+			k, v := gn.Content[i], gn.Content[i+1]
+			val, err := scalar(v, false)
+			if err == nil {
+				err = setGroupField(&g, k.Value, val, seen)
+			} else {
+				err = fmt.Errorf("%s: %v", k.Value, err)
+			}
+			if err != nil {
+				return fmt.Errorf("line %d: groups[%d]: %v", k.Line, gi, err)
+			}
+		}
+		cfg.Groups = append(cfg.Groups, g)
+	}
+	return nil
+}
+
+// scalar returns a node's text: a scalar's value, or for a list setting a
+// sequence of scalars joined with commas.
+func scalar(n *yaml.Node, list bool) (string, error) {
+	switch {
+	case n.Kind == yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "", nil
+		}
+		return n.Value, nil
+	case n.Kind == yaml.SequenceNode && list:
+		parts := make([]string, 0, len(n.Content))
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return "", errors.New("want a list of strings")
+			}
+			parts = append(parts, c.Value)
+		}
+		return strings.Join(parts, ","), nil
+	case list:
+		return "", errors.New("want a string or a list of strings")
+	}
+	return "", errors.New("want a single value")
+}
+
+// Validate checks the whole configuration, so that nothing starts
+// half-configured; the error names the field at fault.
+func (c *Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", errConfig, field, fmt.Sprintf(format, args...))
+	}
+	if err := checkAddr(c.Listen); err != nil {
+		return bad("listen", "%v", err)
+	}
+	if c.PeerListen != "" {
+		if err := checkAddr(c.PeerListen); err != nil {
+			return bad("peer-listen", "%v", err)
+		}
+		if c.PeerListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+			return bad("peer-listen", "same address as listen")
+		}
+	}
+	if c.PeerURL != "" {
+		if err := checkPeerURL(c.PeerURL); err != nil {
+			return bad("peer-url", "%v", err)
+		}
+	}
+	if len(c.Etcd) > 0 && len(c.Peers) > 0 {
+		return bad("peers", "set either etcd or peers, not both")
+	}
+	for _, p := range c.Peers {
+		if err := checkPeerURL(p); err != nil {
+			return bad("peers", "%v", err)
+		}
+	}
+	if c.Cluster == "" {
+		return bad("cluster", "must not be empty")
+	}
+	if c.NodeID != "" && !validName(c.NodeID, ".:_-", 128) {
+		return bad("node-id", "%q: want 1 to 128 of [A-Za-z0-9._:-]", c.NodeID)
+	}
+	if c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0 {
+		return bad("lease-ttl", "%v: want a whole number of seconds, at least 1s", c.LeaseTTL)
+	}
+	if c.HoldDown < 0 {
+		return bad("hold-down", "%v: must not be negative", c.HoldDown)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return bad("log-level", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return bad("log-format", "%q: want text or json", c.LogFormat)
+	}
+	if c.MaxKeyBytes <= 0 {
+		return bad("max-key-bytes", "%d: must be > 0", c.MaxKeyBytes)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)
+	}
+	if len(c.Groups) == 0 {
+		return bad("group", "no groups: give at least one with -group or in the config file")
+	}
+	names := map[string]bool{}
+	for i := range c.Groups {
+		g := &c.Groups[i]
+		field := fmt.Sprintf("group #%d", i+1)
+		if g.Name != "" {
+			field = fmt.Sprintf("group %q", g.Name)
+		}
+		if err := g.validate(); err != nil {
+			return bad(field, "%v", err)
+		}
+		if names[g.Name] {
+			return bad(field, "name: used by another group")
+		}
+		names[g.Name] = true
+	}
+	return nil
+}
+
+// validate checks a group and fills in its Bytes default.
+func (g *GroupSpec) validate() error {
+	if !validName(g.Name, "._-", 128) {
+		return fmt.Errorf("name %q: want 1 to 128 of [A-Za-z0-9._-]", g.Name)
+	}
+	// Fields of another origin are refused, not ignored: a url given to a
+	// dir group is a mistake the operator wants to hear about.
+	notFor := func(field string, set bool) error {
+		if set {
+			return fmt.Errorf("%s: not used by origin %s", field, g.Origin)
+		}
+		return nil
+	}
+	var err error
+	switch g.Origin {
+	case originDemo:
+		err = errors.Join(notFor("url", g.URL != ""), notFor("dir", g.Dir != ""), notFor("timeout", g.Timeout != 0))
+	case originHTTP:
+		if g.URL == "" {
+			return errors.New("url: required for origin http")
+		}
+		err = errors.Join(notFor("dir", g.Dir != ""), notFor("demo-size", g.DemoSize != 0), notFor("demo-latency", g.DemoLatency != 0))
+	case originDir:
+		if g.Dir == "" {
+			return errors.New("dir: required for origin dir")
+		}
+		err = errors.Join(notFor("url", g.URL != ""), notFor("timeout", g.Timeout != 0), notFor("demo-size", g.DemoSize != 0), notFor("demo-latency", g.DemoLatency != 0))
+	case "":
+		return errors.New("origin: required (demo, http or dir)")
+	default:
+		return fmt.Errorf("origin %q: want demo, http or dir", g.Origin)
+	}
+	if err != nil {
+		return err
+	}
+	if g.Bytes == 0 {
+		g.Bytes = defaultGroupBytes
+	}
+	switch {
+	case g.HotBytes >= g.Bytes:
+		return fmt.Errorf("hot-bytes %d: must be less than bytes (%d)", g.HotBytes, g.Bytes)
+	case g.TTL < 0:
+		return fmt.Errorf("ttl %v: must not be negative", g.TTL)
+	case g.NotFoundTTL < 0:
+		return fmt.Errorf("not-found-ttl %v: must not be negative", g.NotFoundTTL)
+	case g.LoadTimeout < 0:
+		return fmt.Errorf("load-timeout %v: must not be negative", g.LoadTimeout)
+	case g.Timeout < 0:
+		return fmt.Errorf("timeout %v: must not be negative", g.Timeout)
+	case g.DemoSize < 0:
+		return fmt.Errorf("demo-size %d: must not be negative", g.DemoSize)
+	case g.DemoLatency < 0:
+		return fmt.Errorf("demo-latency %v: must not be negative", g.DemoLatency)
+	}
+	maxValue := g.MaxValueBytes
+	if maxValue == 0 {
+		maxValue = 1 << 20
+	}
+	if int64(g.DemoSize) > maxValue {
+		return fmt.Errorf("demo-size %d: larger than max-value-bytes (%d)", g.DemoSize, maxValue)
+	}
+	return nil
+}
+
+// validName reports whether s is 1 to max characters of letters, digits
+// and the given punctuation.
+func validName(s, punct string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune(punct, r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAddr accepts host:port with a numeric port (0: any free port).
+func checkAddr(addr string) error {
+	if addr == "" {
+		return errors.New("must not be empty")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: want host:port with a port number", addr)
+	}
+	return nil
+}
+
+func checkPeerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q: want an http(s) URL with a host", s)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: want a base URL without path, query or fragment", s)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	switch s {
+	case "debug", "info", "warn", "error":
+		return l, l.UnmarshalText([]byte(s))
+	}
+	return l, fmt.Errorf("%q: want debug, info, warn or error", s)
+}
+
+func parseDuration(d *time.Duration, v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration like 500ms, 5s or 1m", v)
+	}
+	*d = x
+	return nil
+}
+
+func parseInt(n *int, v string) error {
+	x, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q: want an integer", v)
+	}
+	*n = x
+	return nil
+}
+
+// byteUnits are the suffixes parseBytes accepts, longest first.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"B", 1},
+}
+
+// parseBytes parses a size: an integer with an optional unit (B, KiB, MiB,
+// GiB, TiB, or the decimal KB, MB, GB, TB), for example "64MiB" or "1024".
+func parseBytes(n *int64, v string) error {
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range byteUnits {
+		if s, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(s), u.mult
+			break
+		}
+	}
+	x, err := strconv.ParseInt(num, 10, 64)
+	switch {
+	case err != nil || x < 0:
+		return fmt.Errorf("%q: want a size like 1048576, 512KiB or 64MiB", v)
+	case x > math.MaxInt64/mult:
+		return fmt.Errorf("%q: too large", v)
+	}
+	*n = x * mult
+	return nil
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping
+// empty elements.
+func splitList(v string) []string { return splitOn(v, ",") }
+
+func splitOn(v, sep string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// printUsage writes the help of "serve": every flag with its environment
+// variable and default, then the group fields.
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: ringcached [serve] [flags]\n       ringcached dev [-base-port 8081]\n       ringcached healthcheck [-url http://127.0.0.1:8080/readyz]\n\n")
+	fmt.Fprintf(w, "Flags of serve (each also from its environment variable; a flag wins over the\nvariable, the variable over the -config file):\n")
+	rows := append(slices.Clone(settings),
+		setting{name: "config", def: `""`, usage: "YAML file with groups and any of these settings (same names)"},
+		setting{name: "group", def: "none", usage: "a group, repeatable (env: groups separated by ';'): name=N,origin=demo|http|dir,..."})
+	for _, s := range rows {
+		fmt.Fprintf(w, "  -%-17s %-27s default %s\n      %s\n", s.name, envName(s.name), s.def, s.usage)
+	}
+	fmt.Fprintf(w, "\nGroup fields (-group name=api,origin=http,url=http://origin/{group}/{key},bytes=128MiB):\n")
+	for _, f := range groupFields {
+		fmt.Fprintf(w, "  %-16s default %-20s %s\n", f.name, f.def, f.usage)
+	}
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// devConfig configures "ringcached dev".
+type devConfig struct {
+	BasePort    int // node i listens on 127.0.0.1:BasePort+i; 0: any free ports
+	Nodes       int
+	DemoSize    int
+	DemoLatency time.Duration
+	LogLevel    string
+}
+
+// devCluster is the running dev mode: an embedded etcd and the nodes
+// registered in it.
+type devCluster struct {
+	dir     string // etcd's data, removed by stop
+	etcd    *embed.Etcd
+	close1  sync.Once // embed.Etcd.Close panics when called twice
+	etcdURL string
+	secret  string
+	nodes   []*node
+}
+
+// runDev runs the dev cluster until ctx ends.
+func runDev(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("ringcached dev", flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	var dc devConfig
+	fs.IntVar(&dc.BasePort, "base-port", 8081, "node i listens on 127.0.0.1:base-port+i-1; 0: any free ports")
+	fs.IntVar(&dc.Nodes, "nodes", 3, "number of nodes")
+	fs.IntVar(&dc.DemoSize, "demo-size", 64, "bytes per value of the demo group")
+	fs.DurationVar(&dc.DemoLatency, "demo-latency", 50*time.Millisecond, "sleep per demo origin load, so that a miss and a hit differ visibly")
+	fs.StringVar(&dc.LogLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("ringcached dev: unexpected argument %q", fs.Arg(0))
+	}
+	if _, err := parseLevel(dc.LogLevel); err != nil {
+		return fmt.Errorf("%w: log-level: %v", errConfig, err)
+	}
+	log := newLogger(stdout, dc.LogLevel, "text")
+	c, err := startDev(ctx, dc, log)
+	if err != nil {
+		return err
+	}
+	c.printIntro(stdout)
+	<-ctx.Done()
+	log.Info("stopping the dev cluster")
+	c.stop(10 * time.Second)
+	return nil
+}
+
+// startDev starts etcd and the nodes and returns once every node is ready
+// and sees all the others, so that every node computes the same owners.
+func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluster, err error) {
+	if dc.Nodes < 1 || dc.BasePort < 0 || dc.BasePort != 0 && dc.BasePort+dc.Nodes-1 > 65535 {
+		return nil, fmt.Errorf("%w: dev: want at least 1 node on ports up to 65535", errConfig)
+	}
+	c := &devCluster{}
+	defer func() {
+		if err != nil {
+			c.stop(5 * time.Second)
+		}
+	}()
+	if c.dir, err = os.MkdirTemp("", "ringcache-dev-etcd-"); err != nil {
+		return nil, err
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	c.secret = hex.EncodeToString(b[:])
+
+	for i := range dc.Nodes {
+		port := 0
+		if dc.BasePort != 0 {
+			port = dc.BasePort + i
+		}
+		cfg := DefaultConfig()
+		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		cfg.NodeID = fmt.Sprintf("node%d", i+1)
+		cfg.Etcd = []string{c.etcdURL}
+		cfg.Cluster = "dev"
+		cfg.Secret = c.secret
+		cfg.LogLevel = dc.LogLevel
+		cfg.ShutdownTimeout = 5 * time.Second
+		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		n, err := startNode(ctx, cfg, log)
+		if err != nil {
+			return nil, fmt.Errorf("ringcached dev: %s: %w", cfg.NodeID, err)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	// Each node learns of the later ones through its etcd watch.
+	for _, n := range c.nodes {
+		if err := n.awaitMembers(ctx, func(m int) bool { return m >= len(c.nodes) }, 10*time.Second); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startEtcd starts a single-member etcd on free loopback ports, quiet: its
+// zap logs (errors included, on a normal stop) go nowhere.
+func (c *devCluster) startEtcd(ctx context.Context) error {
+	free := url.URL{Scheme: "http", Host: "127.0.0.1:0"} // port 0: any free port
+	cfg := embed.NewConfig()
+	cfg.Name = "ringcache-dev"
+	cfg.Dir = c.dir
+	cfg.ListenClientUrls = []url.URL{free}
+	cfg.AdvertiseClientUrls = []url.URL{free}
+	cfg.ListenPeerUrls = []url.URL{free}
+	cfg.AdvertisePeerUrls = []url.URL{free}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("ringcached dev: starting etcd: %w", err)
+	}
+	c.etcd = e
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		return fmt.Errorf("ringcached dev: etcd: %w", err)
+	case <-timeout.C:
+		return errors.New("ringcached dev: etcd not ready after 30s")
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	c.etcdURL = "http://" + e.Clients[0].Addr().String()
+	return nil
+}
+
+// stop stops the nodes together (each leaves the ring and drains), then
+// etcd, and removes etcd's data.
+func (c *devCluster) stop(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Go(func() { n.stop(ctx) })
+	}
+	wg.Wait()
+	if c.etcd != nil {
+		c.close1.Do(c.etcd.Close)
+	}
+	if c.dir != "" {
+		os.RemoveAll(c.dir)
+	}
+}
+
+// urls returns the nodes' public base URLs.
+func (c *devCluster) urls() []string {
+	out := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		out[i] = "http://" + n.addrs[0].String()
+	}
+	return out
+}
+
+// printIntro tells the developer what runs and what to try.
+func (c *devCluster) printIntro(w io.Writer) {
+	urls := c.urls()
+	fmt.Fprintf(w, "\nringcache dev cluster: %d nodes, embedded etcd at %s, group \"demo\"\n", len(urls), c.etcdURL)
+	for i, u := range urls {
+		fmt.Fprintf(w, "  node%d  %s\n", i+1, u)
+	}
+	last := urls[len(urls)-1]
+	fmt.Fprintf(w, "\nTry:\n")
+	fmt.Fprintf(w, "  curl -i %s/cache/demo/hello          # a miss: loaded once, by the key's owner\n", urls[0])
+	fmt.Fprintf(w, "  curl -i %s/cache/demo/hello          # the same value from another node\n", last)
+	fmt.Fprintf(w, "  curl '%s/debug/ring?key=hello'       # members, shares, and hello's owner\n", urls[0])
+	fmt.Fprintf(w, "  curl %s/debug/origin                 # demo origin loads on this node\n", last)
+	fmt.Fprintf(w, "  curl -s %s/metrics | grep ^ringcache_\n", urls[0])
+	fmt.Fprintf(w, "  curl -i -X PUT --data 'my value' %s/cache/demo/mine\n", urls[0])
+	fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route: 401 without the cluster secret\n", urls[0])
+	fmt.Fprintf(w, "\nPeer requests are signed with a generated secret. Press Ctrl-C to stop.\n\n")
+}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport"
+)
+
+// metrics are one node's Prometheus metrics, in a registry of their own so
+// that several nodes can live in one process (dev mode, tests).
+type metrics struct {
+	reg            *prometheus.Registry
+	originDuration *prometheus.HistogramVec // group, outcome
+	peerRequests   *prometheus.CounterVec   // peer, op, outcome
+	peerDuration   *prometheus.HistogramVec // peer, op
+}
+
+// latencyBuckets span a loopback hit (100µs) to a slow origin (10s).
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// newMetrics registers the process and Go collectors, the histograms and
+// counters fed as things happen, and a collector that reads the node's
+// counters when Prometheus scrapes (so the Get path pays nothing for them).
+func newMetrics(state clusterState) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		originDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ringcache_origin_duration_seconds",
+			Help:    "Time taken by origin loads on this node, by group and outcome (ok, not_found, error).",
+			Buckets: latencyBuckets,
+		}, []string{"group", "outcome"}),
+		peerRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ringcache_peer_requests_total",
+			Help: "Requests this node made to peers, by peer, operation (get, set, remove) and outcome (ok, not_found, unauthorized, timeout, error).",
+		}, []string{"peer", "op", "outcome"}),
+		peerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ringcache_peer_request_duration_seconds",
+			Help:    "Time taken by requests this node made to peers, by peer and operation.",
+			Buckets: latencyBuckets,
+		}, []string{"peer", "op"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.originDuration, m.peerRequests, m.peerDuration,
+		&statsCollector{state: state},
+	)
+	return m
+}
+
+// handler serves the registry in the Prometheus text format.
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// observePeer is the transport's OnPeerRequest hook.
+func (m *metrics) observePeer(peer, op string, d time.Duration, err error) {
+	m.peerRequests.WithLabelValues(peer, op, peerOutcome(err)).Inc()
+	m.peerDuration.WithLabelValues(peer, op).Observe(d.Seconds())
+}
+
+func peerOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, cache.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, transport.ErrUnauthorized):
+		return "unauthorized"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "error"
+}
+
+// timedGetter wraps an origin to observe each load's duration.
+func (m *metrics) timedGetter(group string, g cache.Getter) cache.Getter {
+	ok := m.originDuration.WithLabelValues(group, "ok")
+	notFound := m.originDuration.WithLabelValues(group, "not_found")
+	failed := m.originDuration.WithLabelValues(group, "error")
+	return cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {
+		start := time.Now()
+		v, err := g.Get(ctx, key)
+		h := ok
+		switch {
+		case errors.Is(err, cache.ErrNotFound):
+			h = notFound
+		case err != nil:
+			h = failed
+		}
+		h.Observe(time.Since(start).Seconds())
+		return v, err
+	})
+}
+
+// clusterState is what the stats collector reads at scrape time.
+type clusterState interface {
+	groups() []*cache.Group
+	members() int
+	ringVersion() uint64
+	ready() bool
+	// etcdConnected reports whether the node is connected to etcd; ok is
+	// false with static membership.
+	etcdConnected() (connected, ok bool)
+}
+
+// statsCollector turns Group.Stats and the ring's state into metrics when
+// Prometheus scrapes.
+type statsCollector struct{ state clusterState }
+
+var (
+	descGets       = prometheus.NewDesc("ringcache_gets_total", "Get calls, including requests from peers.", []string{"group"}, nil)
+	descPeerGets   = prometheus.NewDesc("ringcache_peer_gets_total", "Gets that came from peers (also counted in ringcache_gets_total).", []string{"group"}, nil)
+	descHits       = prometheus.NewDesc("ringcache_hits_total", "Gets served from a cache: main (keys this node owns) or hot (copies of popular keys owned by peers).", []string{"group", "cache"}, nil)
+	descLoads      = prometheus.NewDesc("ringcache_loads_total", "Misses by how they were filled: local (an origin load by this node), peer (fetched from the owner), dedup (shared another caller's load or fetch).", []string{"group", "source"}, nil)
+	descNotFound   = prometheus.NewDesc("ringcache_not_found_total", "Gets for keys the origin does not have (remembered ones included).", []string{"group"}, nil)
+	descErrors     = prometheus.NewDesc("ringcache_errors_total", "Errors by kind: peer (a fetch from the owner failed; a local load followed), get (a Get failed), too_large (a loaded value too large to cache).", []string{"group", "kind"}, nil)
+	descEvictions  = prometheus.NewDesc("ringcache_evictions_total", "Entries evicted for space from the main and hot caches.", []string{"group"}, nil)
+	descPromotions = prometheus.NewDesc("ringcache_hot_promotions_total", "Values fetched from a peer and kept in the hot cache.", []string{"group"}, nil)
+	descBytes      = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead).", []string{"group", "cache"}, nil)
+	descItems      = prometheus.NewDesc("ringcache_items", "Entries held.", []string{"group", "cache"}, nil)
+	descMaxBytes   = prometheus.NewDesc("ringcache_max_bytes", "The group's memory budget (main and hot caches together).", []string{"group"}, nil)
+	descMembers    = prometheus.NewDesc("ringcache_members", "Members of the ring, this node included.", nil, nil)
+	descVersion    = prometheus.NewDesc("ringcache_ring_version_info", "The ring's version (hex) as a label; the value is always 1.", []string{"version"}, nil)
+	descReady      = prometheus.NewDesc("ringcache_ready", "1 when the node is registered and its ring built (what /readyz reports).", nil, nil)
+	descConnected  = prometheus.NewDesc("ringcache_etcd_connected", "1 while the node's lease and watch in etcd are alive (etcd membership only).", nil, nil)
+)
+
+// Describe sends the descriptors of every metric Collect sends.
+func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected} {
+		ch <- d
+	}
+}
+
+// Collect reads every group's Stats and the ring's state.
+func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	for _, g := range c.state.groups() {
+		s, name := g.Stats(), g.Name()
+		counter(descGets, s.Gets, name)
+		counter(descPeerGets, s.PeerGets, name)
+		counter(descHits, s.MainHits, name, "main")
+		counter(descHits, s.HotHits, name, "hot")
+		counter(descLoads, s.LocalLoads, name, "local")
+		counter(descLoads, s.PeerLoads, name, "peer")
+		counter(descLoads, s.LoadsDeduped, name, "dedup")
+		counter(descNotFound, s.NotFounds, name)
+		counter(descErrors, s.PeerErrors, name, "peer")
+		counter(descErrors, s.Errors, name, "get")
+		counter(descErrors, s.TooLarge, name, "too_large")
+		counter(descEvictions, s.Evictions, name)
+		counter(descPromotions, s.HotPromotions, name)
+		gauge(descBytes, s.MainBytes, name, "main")
+		gauge(descBytes, s.HotBytes, name, "hot")
+		gauge(descItems, s.MainItems, name, "main")
+		gauge(descItems, s.HotItems, name, "hot")
+		gauge(descMaxBytes, g.Config().MaxBytes, name)
+	}
+	gauge(descMembers, int64(c.state.members()))
+	gauge(descVersion, 1, fmt.Sprintf("%x", c.state.ringVersion()))
+	gauge(descReady, boolInt(c.state.ready()))
+	if connected, ok := c.state.etcdConnected(); ok {
+		gauge(descConnected, boolInt(connected))
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,438 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/peers"
+	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/origin"
+)
+
+// node is one running daemon: a cache.Node, its Pool, its membership and its
+// HTTP servers. startNode returns it serving and ready; stop takes it down.
+type node struct {
+	cfg     Config
+	log     *slog.Logger // with this node's ID
+	baseLog *slog.Logger // without: the registry adds the ID itself
+	self    string       // this node's peer URL
+	nodeID  string
+	cache   *cache.Node
+	pool    *transport.Pool
+	metrics *metrics
+	demos   map[string]*origin.Demo        // by group: the demo origins, for /debug/origin
+	reg     atomic.Pointer[peers.Registry] // nil with static membership
+
+	isReady atomic.Bool
+	servers []*http.Server
+	addrs   []net.Addr    // of the public listener, then the peer one if any
+	errc    chan error    // a server that failed
+	changed chan struct{} // a token after each membership change
+	served  sync.WaitGroup
+	stop1   sync.Once
+}
+
+// startNode builds a node from cfg, binds its listeners, serves, and joins
+// the cluster. It returns once the node is ready, or with an error and
+// nothing left running.
+func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err error) {
+	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
+	n.metrics = newMetrics(n)
+
+	// Listen before anything else: the peer URL needs the peer port, and a
+	// port in use should fail the start before we register in etcd.
+	var lns []net.Listener
+	defer func() {
+		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+		}
+	}()
+	for _, addr := range []string{cfg.Listen, cfg.PeerListen} {
+		if addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		n.addrs = append(n.addrs, ln.Addr())
+	}
+	host, err := os.Hostname()
+	if err != nil && (cfg.PeerURL == "" || cfg.NodeID == "") {
+		return nil, fmt.Errorf("ringcached: no -peer-url or -node-id given and no host name: %w", err)
+	}
+	n.self = cfg.PeerURL
+	if n.self == "" {
+		n.self = derivePeerURL(host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
+	}
+	n.nodeID = cfg.NodeID
+	if n.nodeID == "" {
+		n.nodeID = host
+	}
+	log = log.With("node", n.nodeID)
+	n.log = log
+
+	var secret []byte
+	if cfg.Secret != "" {
+		secret = []byte(cfg.Secret)
+		if len(secret) < 16 {
+			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
+		}
+	}
+	n.pool, err = transport.NewPool(transport.Config{
+		Self:          n.self,
+		MaxKeyBytes:   cfg.MaxKeyBytes,
+		Secret:        secret,
+		Logger:        log,
+		OnPeerRequest: n.metrics.observePeer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
+	}
+	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log})
+	for _, g := range cfg.Groups {
+		if err := n.addGroup(g); err != nil {
+			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)
+		}
+	}
+	if err := n.serve(lns); err != nil {
+		return nil, err
+	}
+	lns = nil // the servers own them now
+	defer func() {
+		if err != nil {
+			n.stop(context.Background())
+		}
+	}()
+
+	if err := n.join(ctx); err != nil {
+		return nil, err
+	}
+	n.isReady.Store(true)
+	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
+	return n, nil
+}
+
+// derivePeerURL returns the peer URL of a node whose peer listener is addr:
+// the listener's own host when it is bound to one address, else the host
+// name (a container's name, which its peers resolve), with the port actually
+// bound.
+func derivePeerURL(hostname string, addr *net.TCPAddr) string {
+	host := hostname
+	if !addr.IP.IsUnspecified() {
+		host = addr.IP.String()
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// addGroup builds a group's origin and adds the group to the cache node.
+func (n *node) addGroup(g GroupSpec) error {
+	var getter cache.Getter
+	var err error
+	switch g.Origin {
+	case originDemo:
+		var d *origin.Demo
+		d, err = origin.NewDemo(origin.DemoConfig{Group: g.Name, Size: g.DemoSize, Latency: g.DemoLatency})
+		n.demos[g.Name], getter = d, d
+	case originHTTP:
+		getter, err = origin.NewHTTP(origin.HTTPConfig{URL: g.URL, Group: g.Name, Timeout: g.Timeout, MaxBytes: g.MaxValueBytes})
+	case originDir:
+		getter, err = origin.NewDir(origin.DirConfig{Root: g.Dir, MaxBytes: g.MaxValueBytes})
+	default:
+		err = fmt.Errorf("origin %q: want demo, http or dir", g.Origin)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = n.cache.NewGroup(cache.GroupConfig{
+		Name:          g.Name,
+		Getter:        n.metrics.timedGetter(g.Name, getter),
+		MaxBytes:      g.Bytes,
+		HotBytes:      g.HotBytes,
+		TTL:           g.TTL,
+		NotFoundTTL:   g.NotFoundTTL,
+		LoadTimeout:   g.LoadTimeout,
+		MaxValueBytes: g.MaxValueBytes,
+	})
+	return err
+}
+
+// serve starts an HTTP server on each listener: the public API, and the peer
+// routes on the public listener or on their own.
+func (n *node) serve(lns []net.Listener) error {
+	public, err := transport.NewHandler(n.cache, transport.HandlerConfig{MaxKeyBytes: n.cfg.MaxKeyBytes, Logger: n.log})
+	if err != nil {
+		return err
+	}
+	basePath := n.pool.Config().BasePath
+	peerHandler := n.pool.PeerHandler(n.cache)
+
+	mux := http.NewServeMux()
+	mux.Handle(transport.PublicPrefix, public)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", n.serveReady)
+	mux.Handle("GET /metrics", n.metrics.handler())
+	mux.HandleFunc("GET /debug/ring", n.serveRing)
+	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	handlers := []http.Handler{mux}
+	if len(lns) == 1 {
+		mux.Handle(basePath, peerHandler)
+	} else {
+		handlers = append(handlers, peerHandler)
+	}
+	for i, ln := range lns {
+		srv := transport.NewServer(ln.Addr().String(), handlers[i])
+		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
+		n.servers = append(n.servers, srv)
+		n.served.Add(1)
+		go func() {
+			defer n.served.Done()
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				n.errc <- fmt.Errorf("ringcached: serving %s: %w", ln.Addr(), err)
+			}
+		}()
+	}
+	return nil
+}
+
+// poolSetter adapts the Pool to peers.Setter, which has no error to return:
+// a peer URL the Pool refuses was already checked by peers, so an error here
+// is logged and the last good ring stays.
+type poolSetter struct {
+	pool    *transport.Pool
+	log     *slog.Logger
+	changed chan<- struct{}
+}
+
+// Set replaces the ring's members (the Pool logs the change).
+func (s poolSetter) Set(urls ...string) {
+	if err := s.pool.Set(urls...); err != nil {
+		s.log.Error("membership change refused", "err", err)
+		return
+	}
+	select {
+	case s.changed <- struct{}{}:
+	default: // a token is already waiting: the waiter rereads the members
+	}
+}
+
+// join registers the node in etcd, or sets the static member list, and
+// returns once the ring is built.
+func (n *node) join(ctx context.Context) error {
+	setter := poolSetter{pool: n.pool, log: n.log, changed: n.changed}
+	if len(n.cfg.Etcd) == 0 {
+		if _, err := peers.Static(setter, n.self, n.cfg.Peers...); err != nil {
+			return fmt.Errorf("%w: peers: %v", errConfig, err)
+		}
+		return nil
+	}
+	pc := peers.DefaultConfig()
+	pc.Endpoints = n.cfg.Etcd
+	pc.Cluster = n.cfg.Cluster
+	pc.NodeID = n.nodeID
+	pc.PeerURL = n.self
+	pc.TTL = n.cfg.LeaseTTL
+	pc.HoldDown = n.cfg.HoldDown
+	pc.Logger = n.baseLog
+	pc.Setter = setter
+	reg, err := peers.New(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
+	}
+	n.reg.Store(reg)
+	return nil
+}
+
+// awaitMembers waits until the number of members in the ring satisfies ok.
+func (n *node) awaitMembers(ctx context.Context, ok func(members int) bool, timeout time.Duration) error {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for !ok(len(n.pool.Members())) {
+		select {
+		case <-n.changed:
+		case <-t.C:
+			return fmt.Errorf("ringcached: %s: ring still has %d members after %v", n.nodeID, len(n.pool.Members()), timeout)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// wait blocks until ctx is done, a server fails or the registry stops (its
+// etcd client was closed under it), then stops the node gracefully.
+func (n *node) wait(ctx context.Context) error {
+	var regDone <-chan struct{}
+	if reg := n.reg.Load(); reg != nil {
+		regDone = reg.Done()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+		n.log.Info("shutdown requested", "cause", context.Cause(ctx))
+	case err = <-n.errc:
+		n.log.Error("server failed", "err", err)
+	case <-regDone:
+		err = errors.New("ringcached: the etcd registry stopped")
+		n.log.Error("membership lost", "err", err)
+	}
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
+	defer cancel()
+	n.stop(stopCtx)
+	return err
+}
+
+// stop takes the node down gracefully, within ctx: /readyz turns 503, the
+// node leaves the ring (its lease is revoked, so the others drop it at once
+// rather than after the TTL), then the servers finish the requests in flight
+// and close. Requests still running when ctx ends are cut off, with a
+// warning: the stop itself was asked for, so it is not an error. stop is
+// idempotent.
+func (n *node) stop(ctx context.Context) {
+	n.stop1.Do(func() {
+		start := time.Now()
+		n.isReady.Store(false)
+		n.log.Info("stopping: not ready, leaving the ring, finishing requests", "timeout", n.cfg.ShutdownTimeout)
+		if reg := n.reg.Load(); reg != nil {
+			closed := make(chan error, 1)
+			go func() { closed <- reg.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					n.log.Warn("leaving the ring", "err", err)
+				}
+			case <-ctx.Done():
+				// Close is bounded by the TTL, after which the lease is gone
+				// anyway; do not let it eat the time the requests need.
+				n.log.Warn("leaving the ring: timed out; the lease expires by itself")
+			}
+		}
+		var wg sync.WaitGroup
+		for _, srv := range n.servers {
+			wg.Go(func() {
+				if err := srv.Shutdown(ctx); err != nil {
+					n.log.Warn("requests cut off at the shutdown timeout", "err", err)
+					srv.Close()
+				}
+			})
+		}
+		wg.Wait()
+		n.served.Wait()
+		n.pool.Close()
+		n.log.Info("stopped", "dur", time.Since(start))
+	})
+}
+
+// serveReady answers 200 once the node is registered (or has its static
+// peers) and its ring is built, and 503 while starting or stopping.
+func (n *node) serveReady(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if !n.ready() {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// ringInfo is the JSON of /debug/ring.
+type ringInfo struct {
+	Self    string             `json:"self"`
+	NodeID  string             `json:"node_id"`
+	Version string             `json:"version"`
+	Members []string           `json:"members"`
+	Shares  map[string]float64 `json:"shares"`
+	Owner   string             `json:"owner,omitempty"`
+	Ready   bool               `json:"ready"`
+	Static  bool               `json:"static,omitempty"`
+	Etcd    *etcdInfo          `json:"etcd,omitempty"`
+}
+
+// etcdInfo is the registry's view of etcd in /debug/ring.
+type etcdInfo struct {
+	Connected   bool      `json:"connected"`
+	Registered  bool      `json:"registered"`
+	LastContact time.Time `json:"last_contact"`
+	LastChange  time.Time `json:"last_change"`
+	Pending     []string  `json:"pending"` // members waiting out the hold-down
+}
+
+func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
+	info := ringInfo{
+		Self:    n.self,
+		NodeID:  n.nodeID,
+		Version: fmt.Sprintf("%x", n.pool.Version()),
+		Members: n.pool.Members(),
+		Shares:  n.pool.Shares(),
+		Ready:   n.ready(),
+	}
+	reg := n.reg.Load()
+	info.Static = reg == nil
+	if r.URL.Query().Has("key") {
+		info.Owner = n.pool.Owner(r.URL.Query().Get("key"))
+	}
+	if reg != nil {
+		st := reg.State()
+		info.Etcd = &etcdInfo{Connected: st.Connected, Registered: st.Registered, LastContact: st.LastContact, LastChange: st.LastChange, Pending: []string{}}
+		for _, m := range st.Pending {
+			info.Etcd.Pending = append(info.Etcd.Pending, m.PeerURL)
+		}
+	}
+	writeJSON(w, info)
+}
+
+// serveOrigin reports the load counts of the demo origins.
+func (n *node) serveOrigin(w http.ResponseWriter, r *http.Request) {
+	out := make(map[string]origin.DemoLoads, len(n.demos))
+	for name, d := range n.demos {
+		out[name] = d.Loads()
+	}
+	writeJSON(w, out)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // an error here is the client gone
+}
+
+// The node is the clusterState the metrics read.
+var _ clusterState = (*node)(nil)
+
+func (n *node) groups() []*cache.Group { return n.cache.Groups() }
+func (n *node) members() int           { return len(n.pool.Members()) }
+func (n *node) ringVersion() uint64    { return n.pool.Version() }
+
+// ready: started, not stopping, and (with etcd) registered with a member
+// set. During an etcd outage the registry stays ready on its last member set.
+func (n *node) ready() bool {
+	reg := n.reg.Load()
+	return n.isReady.Load() && (reg == nil || reg.Ready())
+}
+
+func (n *node) etcdConnected() (bool, bool) {
+	reg := n.reg.Load()
+	if reg == nil {
+		return false, false
+	}
+	return reg.State().Connected, true
+}

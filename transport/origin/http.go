@@ -1,0 +1,254 @@
+package origin
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// DefaultMaxBytes is the largest value an origin returns when its Config
+// leaves MaxBytes zero; it matches cache.GroupConfig's default MaxValueBytes.
+const DefaultMaxBytes = 1 << 20
+
+// HTTPConfig configures an HTTP origin.
+type HTTPConfig struct {
+	// URL is the template of the upstream URL. "{group}" and "{key}" are
+	// replaced by the group name and the key, path-escaped before the first
+	// '?' and query-escaped after it, so a key with '/', '?' or '&' cannot
+	// change the URL's structure. Required: an http or https URL with a host
+	// that contains "{key}".
+	URL string
+	// Group is the name put in place of "{group}".
+	Group string
+	// Timeout bounds one request, reading the body included. If zero, 10s.
+	Timeout time.Duration
+	// MaxBytes bounds the size of a value. If zero, DefaultMaxBytes.
+	MaxBytes int64
+	// Header is added to every request (an Authorization header, say).
+	// If nil, none.
+	Header http.Header
+	// Client sends the requests. If nil, a client of its own whose
+	// transport keeps up to 64 idle connections per host (the default of 2
+	// would open a new connection for most loads under concurrency).
+	Client *http.Client
+}
+
+// HTTP is an origin that loads keys from an HTTP upstream. A 404 or 410 is
+// cache.ErrNotFound; any other status outside 2xx is a *StatusError. The
+// upstream's Content-Type is kept, and its Cache-Control (RFC 9111, as a
+// shared cache reads it) sets the value's expiry: s-maxage, else max-age,
+// minus Age; no-store, no-cache, private and a zero lifetime mark the value
+// NoStore. Without either, an Expires header is used; without any, the
+// group's TTL applies. HTTP is safe for concurrent use.
+type HTTP struct {
+	pathPart, queryPart string // the template split at its first '?'
+	group               string
+	timeout             time.Duration
+	maxBytes            int64
+	header              http.Header
+	client              *http.Client
+}
+
+var _ cache.Getter = (*HTTP)(nil)
+
+// NewHTTP validates cfg and returns an HTTP origin.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	if !strings.Contains(cfg.URL, "{key}") {
+		return nil, configError("url %q: must contain {key}", cfg.URL)
+	}
+	probe := strings.NewReplacer("{group}", "g", "{key}", "k").Replace(cfg.URL)
+	u, err := url.Parse(probe)
+	if err != nil {
+		return nil, configError("url %q: %v", cfg.URL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, configError("url %q: scheme must be http or https", cfg.URL)
+	}
+	if u.Host == "" {
+		return nil, configError("url %q: no host", cfg.URL)
+	}
+	// A placeholder in the scheme or host would let a key pick the server.
+	authorityEnd := strings.Index(cfg.URL, "://") + 3
+	if i := strings.IndexAny(cfg.URL[authorityEnd:], "/?#"); i >= 0 {
+		authorityEnd += i
+	} else {
+		authorityEnd = len(cfg.URL)
+	}
+	if strings.Contains(cfg.URL[:authorityEnd], "{") {
+		return nil, configError("url %q: {group} and {key} must come after the host", cfg.URL)
+	}
+	if cfg.Timeout < 0 {
+		return nil, configError("timeout %v: must not be negative", cfg.Timeout)
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, configError("max bytes %d: must not be negative", cfg.MaxBytes)
+	}
+	h := &HTTP{
+		group:    cfg.Group,
+		timeout:  cfg.Timeout,
+		maxBytes: cfg.MaxBytes,
+		header:   cfg.Header.Clone(),
+		client:   cfg.Client,
+	}
+	h.pathPart, h.queryPart, _ = strings.Cut(cfg.URL, "?")
+	if strings.Contains(cfg.URL, "?") {
+		h.queryPart = "?" + h.queryPart
+	}
+	if h.timeout == 0 {
+		h.timeout = 10 * time.Second
+	}
+	if h.maxBytes == 0 {
+		h.maxBytes = DefaultMaxBytes
+	}
+	if h.client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		h.client = &http.Client{Transport: t}
+	}
+	return h, nil
+}
+
+// Get fetches key from the upstream.
+func (h *HTTP) Get(ctx context.Context, key string) (cache.Value, error) {
+	u := h.url(key)
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return cache.Value{}, fmt.Errorf("origin: %w", err)
+	}
+	for k, vs := range h.header {
+		req.Header[k] = vs
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return cache.Value{}, fmt.Errorf("origin: %w", err)
+	}
+	defer resp.Body.Close()
+
+	switch {
+	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+		drain(resp.Body)
+		return cache.Value{}, fmt.Errorf("origin: %s: %w", u, cache.ErrNotFound)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		drain(resp.Body)
+		return cache.Value{}, &StatusError{URL: u, StatusCode: resp.StatusCode}
+	}
+	if resp.ContentLength > h.maxBytes {
+		return cache.Value{}, fmt.Errorf("%w: %s: content length %d > %d", ErrTooLarge, u, resp.ContentLength, h.maxBytes)
+	}
+	// Read one byte more than allowed to tell "exactly MaxBytes" from "more".
+	data, err := io.ReadAll(io.LimitReader(resp.Body, h.maxBytes+1))
+	if err != nil {
+		return cache.Value{}, fmt.Errorf("origin: %s: reading body: %w", u, err)
+	}
+	if int64(len(data)) > h.maxBytes {
+		return cache.Value{}, fmt.Errorf("%w: %s: body > %d bytes", ErrTooLarge, u, h.maxBytes)
+	}
+	v := cache.Value{Data: data, ContentType: resp.Header.Get("Content-Type")}
+	v.Expires, v.NoStore = freshness(resp.Header, time.Now())
+	return v, nil
+}
+
+// url fills the template for key.
+func (h *HTTP) url(key string) string {
+	g, k := url.PathEscape(h.group), url.PathEscape(key)
+	s := strings.NewReplacer("{group}", g, "{key}", k).Replace(h.pathPart)
+	if h.queryPart != "" {
+		g, k = url.QueryEscape(h.group), url.QueryEscape(key)
+		s += strings.NewReplacer("{group}", g, "{key}", k).Replace(h.queryPart)
+	}
+	return s
+}
+
+// drain reads a little of an unwanted body so that the connection can be
+// reused, without reading an unbounded one.
+func drain(r io.Reader) { _, _ = io.CopyN(io.Discard, r, 4<<10) }
+
+// freshness reads a response's caching headers as a shared cache does
+// (RFC 9111 sections 4.2.1 and 5.2.2): it returns when the value expires
+// (zero: the headers say nothing, the group's TTL applies) and whether the
+// value must not be stored.
+func freshness(h http.Header, now time.Time) (expires time.Time, noStore bool) {
+	var maxAge, sMaxAge time.Duration
+	haveMaxAge, haveSMaxAge := false, false
+	for _, line := range h.Values("Cache-Control") {
+		for d := range strings.SplitSeq(line, ",") {
+			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+			arg = strings.Trim(strings.TrimSpace(arg), `"`)
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "no-store", "no-cache", "private":
+				// no-cache allows storing but demands revalidation before
+				// every use, which a read-through cache cannot do; private
+				// forbids shared caches.
+				noStore = true
+			case "max-age":
+				if n, ok := seconds(arg); ok {
+					maxAge, haveMaxAge = n, true
+				}
+			case "s-maxage":
+				if n, ok := seconds(arg); ok {
+					sMaxAge, haveSMaxAge = n, true
+				}
+			}
+		}
+	}
+	if noStore {
+		return time.Time{}, true
+	}
+	var lifetime time.Duration
+	switch {
+	case haveSMaxAge:
+		lifetime = sMaxAge
+	case haveMaxAge:
+		lifetime = maxAge
+	case h.Get("Expires") != "":
+		exp, err := http.ParseTime(h.Get("Expires"))
+		if err != nil {
+			return time.Time{}, true // an invalid Expires means "already expired"
+		}
+		// Measure against the upstream's own clock when it sends one, so
+		// that clock skew between us and it does not change the lifetime.
+		base := now
+		if date, err := http.ParseTime(h.Get("Date")); err == nil {
+			base = date
+		}
+		lifetime = exp.Sub(base)
+	default:
+		return time.Time{}, false
+	}
+	if age, ok := seconds(h.Get("Age")); ok {
+		lifetime -= age
+	}
+	if lifetime <= 0 {
+		return time.Time{}, true
+	}
+	return now.Add(lifetime), false
+}
+
+// seconds parses a delta-seconds value; values too large to represent are
+// capped at about 68 years, as RFC 9111 section 1.2.2 allows.
+func seconds(s string) (time.Duration, bool) {
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			n = 1<<31 - 1
+		} else {
+			return 0, false
+		}
+	}
+	if n > 1<<31-1 {
+		n = 1<<31 - 1
+	}
+	return time.Duration(n) * time.Second, true
+}

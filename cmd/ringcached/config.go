@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ringcache/ringcache/consistenthash"
 )
 
 // errConfig is wrapped by every configuration error; the message after it
@@ -43,6 +45,8 @@ type Config struct {
 	LogLevel        string        // debug, info, warn or error
 	LogFormat       string        // text or json
 	MaxKeyBytes     int           // longest key accepted
+	Hash            string        // ring hash, by consistenthash.HashByName
+	Replicas        int           // ring points per node
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	Groups          []GroupSpec
 }
@@ -87,6 +91,8 @@ func DefaultConfig() Config {
 		LogLevel:        "info",
 		LogFormat:       "text",
 		MaxKeyBytes:     250,
+		Hash:            "xxhash",
+		Replicas:        160,
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -131,6 +137,13 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.LogFormat = v; return nil }},
 	{name: "max-key-bytes", def: "250", usage: "longest key accepted, in bytes",
 		set: func(c *Config, v string) error { return parseInt(&c.MaxKeyBytes, v) }},
+	// xxhash with 160 points balances a small cluster within a few percent;
+	// groupcache's defaults (crc32, 50) give three nodes shares as far apart
+	// as 51% and 17%. Every node of a cluster must use the same two values.
+	{name: "hash", def: "xxhash", usage: "ring hash: " + strings.Join(consistenthash.HashNames(), ", ") + " (crc32 with -replicas 50 to share a ring with groupcache)",
+		set: func(c *Config, v string) error { c.Hash = v; return nil }},
+	{name: "replicas", def: "160", usage: "ring points per node; the same on every node",
+		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
 }
@@ -456,6 +469,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxKeyBytes <= 0 {
 		return bad("max-key-bytes", "%d: must be > 0", c.MaxKeyBytes)
+	}
+	if _, ok := consistenthash.HashByName(c.Hash); !ok {
+		return bad("hash", "%q: want one of %s", c.Hash, strings.Join(consistenthash.HashNames(), ", "))
+	}
+	if c.Replicas < 1 || c.Replicas > consistenthash.MaxPoints {
+		return bad("replicas", "%d: want 1 to %d", c.Replicas, consistenthash.MaxPoints)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
@@ -93,8 +94,11 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
 		}
 	}
+	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
 	n.pool, err = transport.NewPool(transport.Config{
 		Self:          n.self,
+		Hash:          hash,
+		Replicas:      cfg.Replicas,
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		Secret:        secret,
 		Logger:        log,

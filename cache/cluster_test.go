@@ -468,3 +468,26 @@ func TestSamePeer(t *testing.T) {
 		t.Fatal("samePeer of an uncomparable peer must report false, not panic")
 	}
 }
+
+// TestRemoveIsNotUndoneByAConcurrentGet: a Get at the removing node that runs
+// after that node dropped its own copy but before the owner dropped its value
+// fetches the owner's old value; Remove must not leave that copy behind.
+// Interleaving: node0 Remove, node0 drops k, [node0 Get fetches "old" from
+// the owner and keeps it hot], owner drops k, Remove returns.
+func TestRemoveIsNotUndoneByAConcurrentGet(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotAfter: 1}, o.getter)
+	key := keyOwnedBy(t, c.owner, 1)
+	if err := c.groups[1].SetLocal(key, Value{Data: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	c.peers[1].beforeInvalidate = func() { mustGet(t, c.groups[0], key, "old") }
+	if err := c.groups[0].Remove(t.Context(), key); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.groups[0].Stats(); s.HotItems != 0 {
+		t.Fatalf("node0 HotItems = %d after Remove, want 0 (the owner's old value came back)", s.HotItems)
+	}
+	mustGet(t, c.groups[0], key, "v:"+key)
+}

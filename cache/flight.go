@@ -63,16 +63,6 @@ func (f *flight) do(ctx context.Context, key string, fn func() (Value, error)) (
 	return c, true
 }
 
-// wait returns c's result, or ctx's error if ctx ends first. It never ends c.
-func (c *call) wait(ctx context.Context) (Value, error) {
-	select {
-	case <-c.done:
-		return c.val, c.err
-	case <-ctx.Done():
-		return Value{}, ctx.Err()
-	}
-}
-
 func (f *flight) run(key string, c *call, fn func() (Value, error)) {
 	normal := false
 	defer func() {

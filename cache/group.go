@@ -169,15 +169,17 @@ func (g *Group) SetLocal(key string, v Value) error {
 // Remove drops key from this node and from every peer (the owner's main
 // cache and every hot copy).
 //
-// The owner is invalidated first and the other peers after it (in
-// parallel), so that a peer cannot refill its hot copy from the owner's old
-// value. Remove tries every peer and returns their errors joined; it returns
-// ErrBadKey for an empty key.
+// The owner is invalidated first, then this node and the other peers (in
+// parallel), so that no node can refill its hot copy from the owner's old
+// value. That includes this node: 1: Remove drops the local copy, 2: Get
+// misses, fetches the owner's old value and keeps it hot, 1: the owner drops
+// key, Remove returns, and 2's stale copy outlives the Remove. Remove tries
+// every peer and returns their errors joined; it returns ErrBadKey for an
+// empty key.
 func (g *Group) Remove(ctx context.Context, key string) error {
 	if key == "" {
 		return ErrBadKey
 	}
-	g.RemoveLocal(key)
 	var errs []error
 	owner, remote := g.pick(key)
 	if remote {
@@ -185,6 +187,7 @@ func (g *Group) Remove(ctx context.Context, key string) error {
 			errs = append(errs, fmt.Errorf("cache: remove %q at owner %s: %w", key, peerName(owner), err))
 		}
 	}
+	g.RemoveLocal(key)
 	peers := g.peers.Peers()
 	perrs := make([]error, len(peers))
 	var wg sync.WaitGroup

@@ -85,10 +85,13 @@ type fakePeer struct {
 	name string
 	node *Node
 
-	fail        atomic.Pointer[error] // if set, every call returns it
-	fetches     atomic.Int64
-	stores      atomic.Int64
-	invalidates atomic.Int64
+	fail    atomic.Pointer[error] // if set, every call returns it
+	fetches atomic.Int64
+	// beforeInvalidate, if set, runs at the start of Invalidate: a test
+	// uses it to put a call of its own into the middle of a Remove.
+	beforeInvalidate func()
+	stores           atomic.Int64
+	invalidates      atomic.Int64
 }
 
 var errUnreachable = errors.New("fake peer: connection refused")
@@ -135,6 +138,9 @@ func (p *fakePeer) Store(_ context.Context, group, key string, v Value) error {
 
 func (p *fakePeer) Invalidate(_ context.Context, group, key string) error {
 	p.invalidates.Add(1)
+	if p.beforeInvalidate != nil {
+		p.beforeInvalidate()
+	}
 	g, err := p.group(group)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -126,3 +127,53 @@ func groupcacheClient(owner string) groupcache.ProtoGetter {
 	}
 	return getter
 }
+
+// BenchmarkPublicGetHit measures the public handler serving a value from the
+// main cache, without the network: what a GET costs the node besides the
+// socket (path routing, the ETag, headers, the copy into the response).
+func BenchmarkPublicGetHit(b *testing.B) {
+	for _, size := range []int{1 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("size=%dKiB", size>>10), func(b *testing.B) {
+			node := cache.New(cache.Config{})
+			value := []byte(strings.Repeat("x", size))
+			g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+				Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
+					return cache.Value{Data: value}, nil
+				})})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := g.Get(b.Context(), "k"); err != nil {
+				b.Fatal(err)
+			}
+			h, err := NewHandler(node, HandlerConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req := httptest.NewRequest(http.MethodGet, PublicPrefix+testGroup+"/k", nil)
+			w := &discardWriter{header: http.Header{}}
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				clear(w.header)
+				h.ServeHTTP(w, req)
+				if w.code != http.StatusOK || w.n != size {
+					b.Fatalf("status %d, %d bytes", w.code, w.n)
+				}
+				w.n = 0
+			}
+		})
+	}
+}
+
+// discardWriter is an http.ResponseWriter that keeps only the status and the
+// body's length, so that a benchmark measures the handler, not a recorder.
+type discardWriter struct {
+	header http.Header
+	code   int
+	n      int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.header }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }

@@ -1,9 +1,8 @@
 package transport
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"math"
 	"net/http"
@@ -147,7 +146,8 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 // StatusOf has no better name for.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if StatusOf(err) == http.StatusInternalServerError {
-		h.logger.Error("transport: request failed", "method", r.Method, "path", r.URL.EscapedPath(), "err", err)
+		h.logger.Error("transport: request failed",
+			"group", r.PathValue("group"), "key", r.PathValue("key"), "method", r.Method, "err", err)
 	}
 	writeError(w, err)
 }
@@ -184,15 +184,35 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 	}
 }
 
-// etag returns a strong entity tag of data: the first 128 bits of its
-// SHA-256, so that every node computes the same tag for the same bytes.
+// etag returns a strong entity tag of data, the same on every node: its
+// CRC-32C and CRC-32 (IEEE), which together act as one 64-bit CRC whose
+// polynomial is the product of the two, and its length. It runs on every
+// 200 and 304, so it must cost little next to writing the value: both CRCs
+// have hardware paths (SSE4.2, PCLMULQDQ on amd64; ARMv8 CRC) and take a
+// fraction of the time SHA-256 did (about 1.2 ms per MiB here). Two versions
+// of a value collide with probability 2^-64; a CRC is not collision
+// resistant, but whoever could pick colliding values can PUT any value
+// anyway.
 func etag(data []byte) string {
-	sum := sha256.Sum256(data)
-	b := make([]byte, 0, 34)
-	b = append(b, '"')
-	b = hex.AppendEncode(b, sum[:16])
-	b = append(b, '"')
-	return string(b)
+	var b [1 + 8 + 8 + 1 + 16 + 1]byte
+	t := append(b[:0], '"')
+	t = appendHex32(t, crc32.Checksum(data, castagnoli))
+	t = appendHex32(t, crc32.ChecksumIEEE(data))
+	t = append(t, '-')
+	t = strconv.AppendUint(t, uint64(len(data)), 16)
+	t = append(t, '"')
+	return string(t)
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// appendHex32 appends v as 8 lowercase hex digits.
+func appendHex32(b []byte, v uint32) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 28; shift >= 0; shift -= 4 {
+		b = append(b, digits[v>>shift&15])
+	}
+	return b
 }
 
 // etagMatch reports whether an If-None-Match header matches tag, with the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -122,7 +123,9 @@ func TestOriginErrors(t *testing.T) {
 		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
 			switch {
 			case strings.HasPrefix(key, "missing"):
-				return cache.Value{}, fmt.Errorf("no row: %w", cache.ErrNotFound)
+				return cache.Value{}, fmt.Errorf("no row in secret internals: %w", cache.ErrNotFound)
+			case strings.HasPrefix(key, "refused"):
+				return cache.Value{}, fmt.Errorf("secret internals reject it: %w", cache.ErrBadKey)
 			case strings.HasPrefix(key, "fail"):
 				return cache.Value{}, errors.New("database down: secret internals")
 			case strings.HasPrefix(key, "slow"):
@@ -141,6 +144,7 @@ func TestOriginErrors(t *testing.T) {
 		status int
 	}{
 		{"missing", http.StatusNotFound},
+		{"refused", http.StatusBadRequest},
 		{"fail", http.StatusBadGateway},
 		{"slow", http.StatusGatewayTimeout},
 		{"panic", http.StatusBadGateway},
@@ -151,7 +155,7 @@ func TestOriginErrors(t *testing.T) {
 			if r.status != tt.status {
 				t.Errorf("GET %q at %s: %d %q, want %d", tt.key, n.url, r.status, r.body, tt.status)
 			}
-			if strings.Contains(r.body, "internals") || strings.Contains(r.body, "getter bug") {
+			if strings.Contains(r.body, "internals") || strings.Contains(r.body, "getter bug") || strings.Contains(r.body, "http://") {
 				t.Errorf("GET %q: body %q leaks the origin's error", tt.key, r.body)
 			}
 			if tt.status == http.StatusNotFound && r.header.Get(hdrNotFound) == "" {
@@ -352,4 +356,41 @@ func validMethod(m string) bool {
 		}
 	}
 	return true
+}
+
+// TestPutValueHasNoSpareCapacity: the cache keeps the slice a PUT body was
+// read into and accounts for its length only, so the slice must not hide a
+// larger array (bytes.Buffer.ReadFrom doubles it on the final read that
+// finds EOF, even when it was grown to the exact Content-Length).
+func TestPutValueHasNoSpareCapacity(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 1, clusterOpts{})
+	n := nodes[0]
+	c := testClient(t)
+	for _, size := range []int{1, 1000, 64 << 10, 1 << 20} {
+		for _, route := range []string{"public", "peer"} {
+			for _, chunked := range []bool{false, true} {
+				key := fmt.Sprintf("put-%s-%d-%v", route, size, chunked)
+				u := publicURL(n.url, testGroup, key)
+				if route == "peer" {
+					u = n.url + peerPath(DefaultBasePath, testGroup, key)
+				}
+				var body io.Reader = strings.NewReader(strings.Repeat("x", size))
+				if chunked {
+					body = io.MultiReader(body) // no length: sent chunked
+				}
+				if r := mustDo(t, c, http.MethodPut, u, body); r.status != http.StatusNoContent {
+					t.Fatalf("PUT %s: %d %q", key, r.status, r.body)
+				}
+				v, err := n.group.Get(t.Context(), key)
+				if err != nil || len(v.Data) != size {
+					t.Fatalf("Get %s: %d bytes, %v", key, len(v.Data), err)
+				}
+				// Allocation size classes round up by at most 1/8.
+				if c := cap(v.Data); c > size+size/8+16 {
+					t.Errorf("%s: the cached value holds %d bytes of array for %d bytes of data", key, c, size)
+				}
+			}
+		}
+	}
 }

@@ -81,8 +81,9 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 	if err != nil {
 		return err
 	}
+	st := p.state.Load()
 	req.Header[hdrPeer] = p.selfHeader
-	req.Header[hdrRingVersion] = p.state.Load().versionHeader
+	req.Header[hdrRingVersion] = st.versionHeader
 	if len(p.cfg.Secret) > 0 {
 		now := p.now().Unix()
 		req.Header.Set(hdrDate, strconv.FormatInt(now, 10))
@@ -97,6 +98,7 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 	}
 	defer res.Body.Close()
 	status = res.StatusCode
+	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
 	if err := statusError(res); err != nil {
 		// Drain a short error body so that the connection is reused.
 		io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
@@ -141,12 +143,21 @@ func statusError(res *http.Response) error {
 
 var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
+// maxPooledBuffer bounds the buffers decodeValue returns to bufferPool: a
+// pooled buffer keeps its largest size, and one large value would otherwise
+// leave every pooled buffer that large, outside any group's MaxBytes.
+const maxPooledBuffer = 64 << 10
+
 // decodeValue reads a GetResponse body and the X-Ringcache headers. A
 // groupcache peer sends none of them: the value then has no expiry and no
 // content type.
 func decodeValue(res *http.Response) (cache.Value, error) {
 	b := bufferPool.Get().(*bytes.Buffer)
-	defer bufferPool.Put(b)
+	defer func() {
+		if b.Cap() <= maxPooledBuffer {
+			bufferPool.Put(b)
+		}
+	}()
 	b.Reset()
 	if res.ContentLength > 0 {
 		b.Grow(int(min(res.ContentLength, 64<<20)))

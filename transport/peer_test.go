@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -381,5 +382,73 @@ func TestSignedPeers(t *testing.T) {
 	}
 	if s := odd[0].group.Stats(); s.PeerErrors != 1 {
 		t.Fatalf("stats %+v, want 1 peer error", s)
+	}
+}
+
+// syncBuffer is a strings.Builder safe for a slog handler used concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// TestRingVersionMismatchIsLogged: two nodes whose rings differ each see the
+// other's ring version (on the request at the owner, on the response at the
+// requester) and log it at Warn once per pair of versions, not per request;
+// nodes that agree log nothing.
+func TestRingVersionMismatchIsLogged(t *testing.T) {
+	t.Parallel()
+	const msg = "peer sees another ring"
+	for _, agree := range []bool{false, true} {
+		t.Run(fmt.Sprint("agree=", agree), func(t *testing.T) {
+			t.Parallel()
+			logs := []*syncBuffer{{}, {}}
+			hashes := []consistenthash.Hash{consistenthash.CRC32, consistenthash.FNV1_32}
+			nodes, _ := newCluster(t, 2, clusterOpts{pool: func(i int, c *Config) {
+				c.Logger = slog.New(slog.NewTextHandler(logs[i], &slog.HandlerOptions{Level: slog.LevelWarn}))
+				if !agree {
+					c.Hash = hashes[i]
+				}
+			}})
+			a, b := nodes[0], nodes[1]
+			fetched := 0
+			for i := 0; fetched < 3; i++ {
+				key := fmt.Sprint("k", i)
+				pe, ok := a.pool.PickPeer(key)
+				if !ok {
+					continue
+				}
+				if _, err := pe.Fetch(t.Context(), testGroup, key); err != nil {
+					t.Fatal(err)
+				}
+				fetched++
+			}
+			for i, who := range []struct{ self, peer *testNode }{{a, b}, {b, a}} {
+				out := logs[i].String()
+				n := strings.Count(out, msg)
+				if agree {
+					if n != 0 {
+						t.Errorf("%s logged a mismatch although the rings agree:\n%s", who.self.url, out)
+					}
+					continue
+				}
+				if n != 1 || !strings.Contains(out, "peer="+who.peer.url) ||
+					!strings.Contains(out, fmt.Sprint("peer_ring_version=", who.peer.pool.Version())) {
+					t.Errorf("%s: want one warning naming %s and its version %d, got:\n%s",
+						who.self.url, who.peer.url, who.peer.pool.Version(), out)
+				}
+			}
+		})
 	}
 }

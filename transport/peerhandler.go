@@ -1,9 +1,9 @@
 package transport
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,7 +38,8 @@ type peerHandler struct {
 
 func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := &h.pool.cfg
-	w.Header()[hdrRingVersion] = h.pool.state.Load().versionHeader
+	st := h.pool.state.Load()
+	w.Header()[hdrRingVersion] = st.versionHeader
 	path := r.URL.EscapedPath()
 	if len(cfg.Secret) > 0 {
 		err := verifySignature(cfg.Secret, r.Method, path,
@@ -50,6 +51,9 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Only after the signature check: an unauthenticated sender must not
+	// be able to fill the log.
+	h.pool.checkVersion(st, peerName(r), r.Header.Get(hdrRingVersion))
 	if !strings.HasPrefix(path, cfg.BasePath) {
 		writeError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
 		return
@@ -111,21 +115,44 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// peerName names the sender of a peer request for logs: the base URL it
+// claims in X-Ringcache-Peer, or else its address.
+func peerName(r *http.Request) string {
+	if p := r.Header.Get(hdrPeer); p != "" {
+		return p
+	}
+	return r.RemoteAddr
+}
+
 // readValue reads a PUT body of at most max bytes; a longer one is refused
 // with an error that StatusOf maps to 413, and is not read further.
+//
+// The cache keeps the returned slice and accounts for its length only, so
+// the slice must not sit in a larger array: bytes.Buffer.ReadFrom (and
+// io.ReadAll) leave up to twice the length in capacity, which would make
+// the group hold up to twice its MaxBytes.
 func readValue(w http.ResponseWriter, r *http.Request, max int64) (cache.Value, error) {
 	body := http.MaxBytesReader(w, r.Body, max)
-	var b bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= max {
-		b.Grow(int(r.ContentLength))
+	var data []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= max {
+		// The server's body reader stops at Content-Length, so exactly n
+		// bytes arrive, or an error.
+		data = make([]byte, n)
+		_, err = io.ReadFull(body, data)
+	} else {
+		data, err = io.ReadAll(body)
+		if err == nil && cap(data)-len(data) > len(data)/8 {
+			data = append(make([]byte, 0, len(data)), data...)
+		}
 	}
-	if _, err := b.ReadFrom(body); err != nil {
+	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return cache.Value{}, fmt.Errorf("%w: body over %d bytes", cache.ErrTooLarge, max)
 		}
 		return cache.Value{}, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
 	}
-	return cache.Value{Data: b.Bytes()}, nil
+	return cache.Value{Data: data}, nil
 }
 
 // getResponsePrefix returns the bytes of a groupcachepb.GetResponse that

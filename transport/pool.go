@@ -26,11 +26,25 @@ type Pool struct {
 
 	mu    sync.Mutex // serializes Set, so that two swaps cannot interleave
 	state atomic.Pointer[poolState]
+
+	// seen holds the pairs of ring versions (ours, a peer's) already
+	// logged, so that a disagreement is logged once rather than on every
+	// request; seenN counts its entries, to bound it.
+	seen  sync.Map // versionPair -> struct{}
+	seenN atomic.Int64
 }
+
+// versionPair is a disagreement between this node's ring and a peer's.
+type versionPair struct{ ours, theirs uint64 }
+
+// maxSeenPairs bounds Pool.seen: past it the set starts again (and a pair
+// may be logged again), so that a flapping membership cannot grow it forever.
+const maxSeenPairs = 1024
 
 // poolState is one membership: immutable once published.
 type poolState struct {
 	ring    *consistenthash.Map
+	version uint64 // ring.Version()
 	members []string
 	peers   map[string]*peer // by base URL, self excluded
 	others  []cache.Peer     // the values of peers, in member order
@@ -108,10 +122,10 @@ func (p *Pool) Set(peers ...string) error {
 	}
 
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	old := p.state.Load()
 	st := &poolState{
 		ring:          ring,
+		version:       ring.Version(),
 		members:       members,
 		peers:         make(map[string]*peer, len(members)),
 		versionHeader: []string{strconv.FormatUint(ring.Version(), 10)},
@@ -133,11 +147,45 @@ func (p *Pool) Set(peers ...string) error {
 		st.others = append(st.others, pe)
 	}
 	p.state.Store(st)
+	p.mu.Unlock()
+	// Log after unlocking: a slog handler is the caller's code.
 	if old != nil && !slices.Equal(old.members, members) {
 		p.cfg.Logger.Info("transport: membership changed",
-			"members", len(members), "ring_version", ring.Version())
+			"members", len(members), "ring_version", st.version)
 	}
 	return nil
+}
+
+// checkVersion compares a peer's ring version (the X-Ringcache-Ring-Version
+// header of its request or response) with ours, st's, and logs a
+// disagreement at Warn once per pair of versions. Nodes disagree for a
+// moment during every membership change; a pair that keeps showing up means
+// nodes route keys differently (different members, Replicas or Hash), which
+// the one-hop rule keeps correct but costs a load per key and node. A
+// missing header (a groupcache peer) or one that is not a version is
+// ignored.
+func (p *Pool) checkVersion(st *poolState, peer, header string) {
+	if header == "" || header == st.versionHeader[0] {
+		return
+	}
+	theirs, err := strconv.ParseUint(header, 10, 64)
+	if err != nil || theirs == st.version {
+		return
+	}
+	pair := versionPair{st.version, theirs}
+	if _, seen := p.seen.Load(pair); seen {
+		return
+	}
+	if _, seen := p.seen.LoadOrStore(pair, struct{}{}); seen {
+		return
+	}
+	if p.seenN.Add(1) > maxSeenPairs {
+		// Racy against concurrent stores, which at worst logs a pair twice.
+		p.seen.Clear()
+		p.seenN.Store(0)
+	}
+	p.cfg.Logger.Warn("transport: peer sees another ring",
+		"peer", peer, "ring_version", st.version, "peer_ring_version", theirs)
 }
 
 // PickPeer returns the peer that owns key, and false when this node owns it.

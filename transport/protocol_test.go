@@ -258,6 +258,29 @@ func TestStatusOf(t *testing.T) {
 	}
 }
 
+// TestETag: the tag is a quoted function of the bytes alone, and any change
+// of one byte, anywhere, or of the length changes it.
+func TestETag(t *testing.T) {
+	t.Parallel()
+	data := []byte(strings.Repeat("ringcache value ", 300))
+	tag := etag(data)
+	if tag != etag(bytes.Clone(data)) || !strings.HasPrefix(tag, `"`) || !strings.HasSuffix(tag, `"`) || strings.Contains(tag[1:len(tag)-1], `"`) {
+		t.Fatalf("etag = %s: not a quoted function of the bytes", tag)
+	}
+	seen := map[string]int{tag: -1}
+	for i := range data {
+		d := bytes.Clone(data)
+		d[i] ^= 1
+		if j, dup := seen[etag(d)]; dup {
+			t.Fatalf("flipping a bit of byte %d gives the tag of change %d", i, j)
+		}
+		seen[etag(d)] = i
+	}
+	if etag(data[:len(data)-1]) == tag || etag(nil) == etag([]byte{0}) {
+		t.Fatal("the length is not in the tag")
+	}
+}
+
 func TestETagMatch(t *testing.T) {
 	t.Parallel()
 	tag := etag([]byte("value"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -54,14 +55,19 @@ func StatusOf(err error) int {
 }
 
 // writeError writes err's status with a short text body. Client errors (4xx)
-// say what was wrong, from our own error text; server errors say only what
-// failed, so that an origin's or peer's internals do not leak to clients.
+// say what was wrong, from our own error text; server errors, and errors
+// that carry an origin's text or a peer's address (a not-found, an origin
+// or a peer refusing a key or value), say only what failed, so that an
+// origin's or peer's internals do not leak to clients.
 // A not-found from the origin carries the X-Ringcache-Not-Found header, which
 // the peer client reads to tell it from a 404 for an unknown group, and a
 // failure of the origin the X-Ringcache-Load-Error header.
 func writeError(w http.ResponseWriter, err error) {
 	code := StatusOf(err)
 	msg := err.Error()
+	if errors.Is(err, cache.ErrNotFound) || errors.Is(err, cache.ErrLoad) || isPeerError(err) {
+		msg = strings.ToLower(http.StatusText(code))
+	}
 	if errors.Is(err, cache.ErrLoad) {
 		w.Header().Set(hdrLoadError, "1")
 	}

@@ -1,0 +1,917 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+)
+
+// The cluster under test. The bounds below derive from these settings, which
+// the suite passes to deploy/ explicitly.
+const (
+	group     = "demo"
+	demoSize  = 256
+	numKeys   = 1000
+	leaseTTL  = 5 * time.Second
+	holdDown  = 2 * time.Second
+	groupSpec = "name=demo,origin=demo,bytes=64MiB,ttl=0s,demo-size=256,demo-latency=10ms"
+
+	// killBound: a SIGKILLed node's lease runs out within the TTL, then the
+	// survivors hold the change down before they rebuild the ring.
+	killBound = leaseTTL + holdDown + time.Second
+	// stopBound: a node that stops gracefully revokes its lease; "about 1 s".
+	stopBound = 1500 * time.Millisecond
+	// etcdOutage and partition are how long etcd is stopped and a node is cut off.
+	etcdOutage = 30 * time.Second
+	partition  = 20 * time.Second
+	// settle bounds how long the cluster may take to agree again after a fault.
+	settle = 45 * time.Second
+)
+
+// result is one row of the summary table.
+type result struct {
+	name     string
+	stats    Stats
+	extra    int64 // origin loads beyond the first load of each key
+	converge time.Duration
+	note     string
+}
+
+// suite holds what the scenarios share: one cluster, one load generator that
+// runs from the first scenario to the last, and the ledger of origin loads.
+type suite struct {
+	c      Cluster
+	api    *API
+	load   *Load
+	ledger *Ledger
+	keys   []string
+	self   map[string]string // node -> its peer URL, as its ring reports it
+
+	mu      sync.Mutex
+	results []result
+}
+
+func TestCluster(t *testing.T) {
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		t.Skipf("no Docker daemon answers: %v", err)
+	}
+	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if reaped, err := Reap(ctx, deployDir, 30*time.Minute); err != nil {
+		t.Logf("reaping leftovers: %v", err)
+	} else if len(reaped) > 0 {
+		t.Logf("removed leftovers of earlier runs: %v", reaped)
+	}
+
+	start := time.Now()
+	c, err := NewCompose(ctx, ComposeConfig{
+		DeployDir: deployDir,
+		Groups:    groupSpec,
+		Env: []string{
+			"RINGCACHE_LEASE_TTL=" + leaseTTL.String(),
+			"RINGCACHE_HOLD_DOWN=" + holdDown.String(),
+		},
+		Log: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := time.Since(start)
+	// Cleanup runs after a failure and after t.Fatal too; the test's context
+	// is gone by then, so it gets its own.
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		logs := filepath.Join(os.TempDir(), c.Project()+".log")
+		if err := c.SaveLogs(cctx, logs); err != nil {
+			t.Logf("saving the cluster's logs: %v", err)
+		} else {
+			t.Logf("the cluster's logs are in %s", logs)
+		}
+		if err := c.Close(cctx); err != nil {
+			t.Errorf("bringing the cluster down: %v", err)
+		}
+	})
+
+	s := &suite{c: c, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{}}
+	t.Cleanup(s.api.Close)
+	s.ledger = NewLedger(s.api, group)
+	for _, n := range c.Nodes() {
+		r, err := s.api.Ring(ctx, c.URL(n), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.self[n] = r.Self
+	}
+	t.Logf("cluster %s up in %s: %v", c.Project(), up.Round(time.Millisecond), s.self)
+
+	s.load, err = NewLoad(LoadConfig{Group: group, Keys: s.keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.load.SetTargets(s.targets(c.Nodes()))
+	s.load.Start(ctx)
+	t.Cleanup(s.load.Stop)
+
+	scenarios := []struct {
+		name string
+		run  func(s *suite, t *testing.T) result
+	}{
+		{"baseline", func(s *suite, t *testing.T) result { return s.baseline(t, up) }},
+		{"kill", (*suite).kill},
+		{"stop", (*suite).stop},
+		{"etcd-outage", (*suite).etcdOutage},
+		{"partition", (*suite).partition},
+		{"scale", (*suite).scale},
+		{"rolling-restart", (*suite).rollingRestart},
+		{"unsigned-peer", (*suite).unsignedPeer},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			// A scenario starts from three ready nodes that agree; when an
+			// earlier one left the cluster broken, say so here instead of
+			// failing for the wrong reason.
+			nodes := []string{"node1", "node2", "node3"}
+			if _, err := s.waitRings(t.Context(), time.Now(), nodes, s.selves(nodes), settle); err != nil {
+				t.Fatalf("cluster not healthy before %s: %v", sc.name, err)
+			}
+			r := sc.run(s, t)
+			if r.name == "" {
+				r.name = sc.name
+			}
+			s.add(r)
+			t.Logf("%s: %d requests, %d errors %v, %d wrong, %d retried, %d dropped, %.0f req/s, p99 %s, max %s (%s without retry); %d extra origin loads; converged in %s; %s",
+				r.name, r.stats.Requests, r.stats.Errors, r.stats.ErrorsByNode, r.stats.Wrong, r.stats.Retries,
+				r.stats.Dropped, r.stats.Rate, r.stats.P99.Round(time.Millisecond), r.stats.MaxLatency.Round(time.Millisecond), r.stats.MaxFirstTry.Round(time.Millisecond), r.extra,
+				r.converge.Round(time.Millisecond), r.note)
+			for _, line := range r.stats.Samples {
+				t.Logf("  sample: %s", line)
+			}
+		})
+	}
+	s.summary(t)
+}
+
+// first returns at most n elements of list.
+func first(list []string, n int) []string { return list[:min(n, len(list))] }
+
+// targets returns the load targets for nodes.
+func (s *suite) targets(nodes []string) []Target {
+	ts := make([]Target, len(nodes))
+	for i, n := range nodes {
+		ts[i] = Target{Node: n, URL: s.c.URL(n)}
+	}
+	return ts
+}
+
+// urls returns node name -> base URL for nodes.
+func (s *suite) urls(nodes ...string) map[string]string {
+	m := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		m[n] = s.c.URL(n)
+	}
+	return m
+}
+
+// selves returns the peer URLs of nodes.
+func (s *suite) selves(nodes []string) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = s.self[n]
+	}
+	return out
+}
+
+func (s *suite) add(r result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.results = append(s.results, r)
+}
+
+// hold keeps the load running for d: the scenarios need traffic during a
+// fault, not an ordering, so a timer is what is meant here.
+func hold(t *testing.T, d time.Duration) {
+	t.Helper()
+	select {
+	case <-t.Context().Done():
+		t.Fatal("test ended while holding load")
+	case <-time.After(d):
+	}
+}
+
+// waitRings polls the nodes' rings until each holds exactly want, and
+// returns how long that took since since. It gives up after limit.
+func (s *suite) waitRings(ctx context.Context, since time.Time, nodes, want []string, limit time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithDeadline(ctx, since.Add(limit))
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last string
+	for {
+		ok := true
+		for _, n := range nodes {
+			r, err := s.api.Ring(ctx, s.c.URL(n), "")
+			if err != nil {
+				ok, last = false, fmt.Sprintf("%s: %v", n, err)
+				break
+			}
+			if !r.SameMembers(want) {
+				ok, last = false, fmt.Sprintf("%s has %v", n, r.Members)
+				break
+			}
+		}
+		if ok {
+			return time.Since(since), nil
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(since), fmt.Errorf("rings of %v did not become %v within %s; last: %s", nodes, want, limit, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitReady polls a node's /readyz until it answers 200.
+func (s *suite) waitReady(ctx context.Context, node string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !s.api.Ready(ctx, s.c.URL(node)) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready within %s", node, limit)
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// owners returns each key's owner (a peer URL) as node sees it.
+func (s *suite) owners(ctx context.Context, node string) (map[string]string, error) {
+	var (
+		mu    sync.Mutex
+		owner = make(map[string]string, len(s.keys))
+		errs  []error
+		wg    sync.WaitGroup
+		next  = make(chan string)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for k := range next {
+				r, err := s.api.Ring(ctx, s.c.URL(node), k)
+				mu.Lock()
+				if err != nil || r.Owner == "" {
+					errs = append(errs, fmt.Errorf("owner of %s from %s: %q, %v", k, node, r.Owner, err))
+				}
+				owner[k] = r.Owner
+				mu.Unlock()
+			}
+		})
+	}
+	for _, k := range s.keys {
+		next <- k
+	}
+	close(next)
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%d owner lookups failed, first: %w", len(errs), errs[0])
+	}
+	return owner, nil
+}
+
+// job is one read of a sweep.
+type job struct{ key, node string }
+
+// fromAll asks each of nodes for every key at once, so that owners see
+// concurrent asks for the same key.
+func (s *suite) fromAll(nodes []string) []job {
+	var jobs []job
+	for _, k := range s.keys {
+		for _, n := range nodes {
+			jobs = append(jobs, job{k, n})
+		}
+	}
+	return jobs
+}
+
+// toOwners asks every key's owner for it. That warms the owners' caches for
+// the next scenario: asking another node may not reach the owner at all,
+// since a node answers keys it fetched before from its hot cache.
+func (s *suite) toOwners(t *testing.T, nodes []string) []job {
+	t.Helper()
+	owners, err := s.owners(t.Context(), nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	byURL := map[string]string{}
+	for _, n := range nodes {
+		byURL[s.self[n]] = n
+	}
+	jobs := make([]job, 0, len(s.keys))
+	for _, k := range s.keys {
+		n, ok := byURL[owners[k]]
+		if !ok {
+			t.Fatalf("%s is owned by %s, which is not one of %v", k, owners[k], nodes)
+		}
+		jobs = append(jobs, job{k, n})
+	}
+	return jobs
+}
+
+// sweep runs the reads, eight at a time, and checks the answers like the
+// generator's.
+func (s *suite) sweep(ctx context.Context, jobs []job) Stats {
+	var (
+		mu   sync.Mutex
+		w    = Window{Start: time.Now()}
+		wg   sync.WaitGroup
+		next = make(chan job)
+	)
+	for range 8 {
+		wg.Go(func() {
+			for j := range next {
+				at := time.Now()
+				status, body, err := s.api.Get(ctx, s.c.URL(j.node), group, j.key)
+				r := Record{At: at, Key: j.key, Node: j.node, Served: j.node, Status: status, Body: body, Dur: time.Since(at)}
+				if err != nil {
+					r.Err = err.Error()
+				}
+				mu.Lock()
+				w.Records = append(w.Records, r)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	w.End = time.Now()
+	st := Check(&w, group, demoSize)
+	st.Rate = 0 // the sweep's rate says nothing about the generator's
+	return st
+}
+
+// plus adds the sweep's figures to the generator's.
+func (st Stats) plus(o Stats) Stats {
+	st.Requests += o.Requests
+	st.Errors += o.Errors
+	st.Wrong += o.Wrong
+	st.Retries += o.Retries
+	st.Dropped += o.Dropped
+	st.MaxLatency = max(st.MaxLatency, o.MaxLatency)
+	st.MaxFirstTry = max(st.MaxFirstTry, o.MaxFirstTry)
+	if st.ErrorsByNode == nil {
+		st.ErrorsByNode = map[string]int{}
+	}
+	for n, e := range o.ErrorsByNode {
+		st.ErrorsByNode[n] += e
+	}
+	st.Samples = append(st.Samples, o.Samples...)
+	return st
+}
+
+// window closes the generator's window and adds the sweep's figures.
+func (s *suite) window(sweep Stats) Stats {
+	w := s.load.Take()
+	return Check(&w, group, demoSize).plus(sweep)
+}
+
+// noErrors fails t when clients saw errors or wrong values.
+func noErrors(t *testing.T, st Stats) {
+	t.Helper()
+	if st.Errors != 0 || st.Wrong != 0 {
+		t.Errorf("clients saw %d errors (by first node asked: %v) and %d wrong values; want none; samples: %q",
+			st.Errors, st.ErrorsByNode, st.Wrong, st.Samples)
+	}
+	if st.Dropped != 0 {
+		t.Logf("the generator dropped %d ticks: every worker was busy", st.Dropped)
+	}
+}
+
+// loads returns the ledger's loads per key, failing t on error.
+func (s *suite) loads(t *testing.T, nodes ...string) Tally {
+	t.Helper()
+	l, err := s.ledger.Loads(t.Context(), s.urls(nodes...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// reset starts a ledger window at the current counts of nodes.
+func (s *suite) reset(t *testing.T, nodes ...string) {
+	t.Helper()
+	if err := s.ledger.Reset(t.Context(), s.urls(nodes...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var three = []string{"node1", "node2", "node3"}
+
+// baseline: a fresh cluster under load, and a sweep that asks every node for
+// every key at once. Every key is loaded from the origin exactly once
+// cluster-wide.
+func (s *suite) baseline(t *testing.T, up time.Duration) result {
+	ctx := t.Context()
+	// No reset: the ledger starts at zero, as the fresh cluster did, and the
+	// generator has been running since before this scenario.
+	hold(t, 3*time.Second)
+	sweep := s.sweep(ctx, s.fromAll(three))
+	hold(t, 2*time.Second)
+	st := s.window(sweep)
+	noErrors(t, st)
+
+	loads := s.loads(t, three...)
+	var extra int64
+	var missing, twice []string
+	for _, k := range s.keys {
+		switch n := loads.Key(k); {
+		case n == 0:
+			missing = append(missing, k)
+		case n > 1:
+			extra += n - 1
+			twice = append(twice, k+" "+loads.Who(k))
+		}
+	}
+	if len(missing) > 0 || len(twice) > 0 || len(loads) != numKeys {
+		t.Errorf("want every key loaded exactly once: %d keys never loaded %v, %d loaded more than once %v, %d keys loaded in all",
+			len(missing), first(missing, 5), len(twice), first(twice, 5), len(loads))
+	}
+	return result{stats: st, extra: extra, converge: up, note: "converged = up.sh: build, start, all ready and agreeing"}
+}
+
+// faultDrop runs fault against victim while polling the survivors' rings,
+// and returns how long after the fault began every survivor had dropped it.
+func (s *suite) faultDrop(t *testing.T, victim string, fault func(context.Context, string) error,
+	exitedAt func(context.Context, string) (time.Time, error)) time.Duration {
+	t.Helper()
+	ctx := t.Context()
+	survivors := slices.DeleteFunc(slices.Clone(three), func(n string) bool { return n == victim })
+	if err := s.ledger.Ending(ctx, victim, s.c.URL(victim)); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	t0 := time.Now()
+	go func() { errc <- fault(ctx, victim) }()
+	_, err := s.waitRings(ctx, t0, survivors, s.selves(survivors), settle)
+	dropped := time.Now()
+	if ferr := <-errc; ferr != nil {
+		t.Fatal(ferr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A graceful stop counts from the moment it was asked for (SIGTERM is
+	// when the node leaves); a kill from when the process died, if known.
+	if exitedAt != nil {
+		at, err := exitedAt(ctx, victim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(t0) && at.Before(dropped) {
+			t0 = at
+		}
+	}
+	return dropped.Sub(t0)
+}
+
+// survivorsKeptKeys checks that no key owned by a survivor was loaded again.
+func (s *suite) survivorsKeptKeys(t *testing.T, owners map[string]string, victim string) (victimKeysLoaded int) {
+	t.Helper()
+	survivors := slices.DeleteFunc(slices.Clone(three), func(n string) bool { return n == victim })
+	loads := s.loads(t, survivors...)
+	var reloaded []string
+	for _, k := range s.keys {
+		if loads.Key(k) == 0 {
+			continue
+		}
+		if owners[k] == s.self[victim] {
+			victimKeysLoaded++
+		} else {
+			reloaded = append(reloaded, fmt.Sprintf("%s (owner %s, loaded by %s)", k, owners[k], loads.Who(k)))
+		}
+	}
+	if len(reloaded) > 0 {
+		t.Errorf("%d keys owned by survivors were loaded again, e.g. %v; want none", len(reloaded), first(reloaded, 5))
+	}
+	return victimKeysLoaded
+}
+
+// rejoin starts a node again, waits until the three agree, warms its keys
+// and returns how long the rejoin took.
+func (s *suite) rejoin(t *testing.T, node string) (time.Duration, Stats) {
+	t.Helper()
+	ctx := t.Context()
+	t0 := time.Now()
+	if err := s.c.Start(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitReady(ctx, node, settle); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.waitRings(ctx, t0, three, s.selves(three), settle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s.sweep(ctx, s.toOwners(t, three))
+}
+
+// crash: one node is killed (SIGKILL) or stopped (SIGTERM) under load, the
+// clients keep its URL (they retry elsewhere when it refuses), then it comes
+// back. Survivors drop it within bound and do not load their own keys again.
+func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, string) error,
+	exitedAt func(context.Context, string) (time.Time, error), bound time.Duration) result {
+	ctx := t.Context()
+	s.reset(t, three...)
+	owners, err := s.owners(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(t, 2*time.Second)
+	drop := s.faultDrop(t, victim, fault, exitedAt)
+	if drop > bound {
+		t.Errorf("survivors dropped %s after %s; want within %s", victim, drop.Round(time.Millisecond), bound)
+	}
+	hold(t, 2*time.Second)
+	victimKeys := s.survivorsKeptKeys(t, owners, victim)
+	back, sweep := s.rejoin(t, victim)
+	st := s.window(sweep)
+	noErrors(t, st)
+	extra := s.loads(t, three...).Total()
+	return result{stats: st, extra: extra, converge: drop,
+		note: fmt.Sprintf("ring dropped %s (bound %s); survivors reloaded %d of %s's keys while it was gone and 0 of their own; it rejoined in %s",
+			victim, bound, victimKeys, victim, back.Round(time.Millisecond))}
+}
+
+// exitTimer is a Cluster that can tell when a node's process ended.
+type exitTimer interface {
+	ExitedAt(ctx context.Context, node string) (time.Time, error)
+}
+
+func (s *suite) kill(t *testing.T) result {
+	var exitedAt func(context.Context, string) (time.Time, error)
+	if et, ok := s.c.(exitTimer); ok {
+		exitedAt = et.ExitedAt
+	}
+	return s.crash(t, "node2", s.c.Kill, exitedAt, killBound)
+}
+
+func (s *suite) stop(t *testing.T) result {
+	return s.crash(t, "node3", s.c.Stop, nil, stopBound)
+}
+
+// etcdOutage: etcd is stopped for 30 s under load, then started. Nothing
+// changes for clients: no errors, no ring changes, no origin loads; and every
+// node is registered again afterwards.
+func (s *suite) etcdOutage(t *testing.T) result {
+	ctx := t.Context()
+	s.reset(t, three...)
+	before := map[string]Ring{}
+	for _, n := range three {
+		r, err := s.api.Ring(ctx, s.c.URL(n), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[n] = r
+	}
+	// Rings are watched from the moment etcd is asked to stop; the outage
+	// counts from when it is down.
+	t0 := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.c.StopEtcd(ctx) }()
+	changes := s.watchRings(t, before, stopped)
+	stopping := time.Since(t0)
+	changes += s.watchRings(t, before, after(etcdOutage))
+
+	t1 := time.Now()
+	if err := s.c.StartEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Back when every node says it is connected and registered again.
+	var back time.Duration
+	deadline := time.Now().Add(settle)
+	for {
+		connected := 0
+		for _, n := range three {
+			if r, err := s.api.Ring(ctx, s.c.URL(n), ""); err == nil && r.EtcdConnected() && r.EtcdRegistered() {
+				connected++
+			}
+		}
+		if connected == len(three) {
+			back = time.Since(t1)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 3 nodes say they are connected to etcd and registered %s after it started", connected, settle)
+		}
+		hold(t, 100*time.Millisecond)
+	}
+	// A node that failed to register again would vanish from the others'
+	// rings once its old lease ran out: watch for longer than that.
+	changes += s.watchRings(t, before, after(leaseTTL+holdDown+2*time.Second))
+	if changes > 0 {
+		t.Errorf("rings changed %d times during and after the etcd outage; want none", changes)
+	}
+	st := s.window(Stats{})
+	noErrors(t, st)
+	loads := s.loads(t, three...)
+	if extra := loads.Total(); extra != 0 {
+		var who []string
+		for _, k := range slices.Sorted(maps.Keys(loads)) {
+			who = append(who, k+" "+loads.Who(k))
+		}
+		t.Errorf("%d origin loads during the etcd outage, e.g. %v; want none", extra, first(who, 5))
+	}
+	return result{stats: st, extra: loads.Total(), converge: back,
+		note: fmt.Sprintf("etcd took %s to stop, was down %s; rings unchanged (%d changes); converged = all nodes connected to etcd and registered again, then still on every ring %s later",
+			stopping.Round(time.Millisecond), etcdOutage, changes, leaseTTL+holdDown+2*time.Second)}
+}
+
+// after returns a channel that receives once d has passed.
+func after(d time.Duration) <-chan error {
+	c := make(chan error, 1)
+	time.AfterFunc(d, func() { c <- nil })
+	return c
+}
+
+// watchRings polls the rings until done delivers, and counts the polls that
+// found a node's members or version different from before. An error from
+// done fails t.
+func (s *suite) watchRings(t *testing.T, before map[string]Ring, done <-chan error) int {
+	t.Helper()
+	changes := 0
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for n, b := range before {
+			r, err := s.api.Ring(t.Context(), s.c.URL(n), "")
+			if err != nil {
+				t.Errorf("%s's ring: %v", n, err)
+				changes++
+				continue
+			}
+			if !r.SameMembers(b.Members) || r.Version != b.Version {
+				if changes < 5 {
+					t.Logf("%s's ring changed: %v (%s), was %v (%s)", n, r.Members, r.Version, b.Members, b.Version)
+				}
+				changes++
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			return changes
+		case <-t.Context().Done():
+			t.Fatal("test ended while watching the rings")
+		case <-tick.C:
+		}
+	}
+}
+
+// partition: node1 is cut off the network for 20 s, then reconnected. The
+// clients of the other nodes see no errors; the rings agree again after it
+// returns.
+func (s *suite) partition(t *testing.T) result {
+	ctx := t.Context()
+	const victim = "node1"
+	others := []string{"node2", "node3"}
+	s.reset(t, three...)
+	hold(t, time.Second)
+	t0 := time.Now()
+	if err := s.c.Disconnect(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	// The others drop node1 once its lease runs out; watch that happen.
+	dropped, err := s.waitRings(ctx, t0, others, s.selves(others), partition)
+	if err != nil {
+		t.Logf("while node1 was cut off: %v", err)
+	}
+	hold(t, partition-time.Since(t0))
+	t1 := time.Now()
+	if err := s.c.Connect(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	back, err := s.waitRings(ctx, t1, three, s.selves(three), settle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
+	for _, n := range others {
+		if st.ErrorsByNode[n] > 0 {
+			t.Errorf("clients of %s saw %d errors; want none", n, st.ErrorsByNode[n])
+		}
+	}
+	if st.Wrong > 0 {
+		t.Errorf("%d wrong values; want none; samples: %q", st.Wrong, st.Samples)
+	}
+	extra := s.loads(t, three...).Total()
+	return result{stats: st, extra: extra, converge: back,
+		note: fmt.Sprintf("node1 cut off %s; the others dropped it after %s; converged = rings agree after reconnecting; errors for node1's clients: %d",
+			partition, dropped.Round(time.Millisecond), st.ErrorsByNode[victim])}
+}
+
+// scale: node4 joins under load, about a quarter of the keys move to it and
+// only those are loaded again; then it leaves and the keys move back.
+func (s *suite) scale(t *testing.T) result {
+	ctx := t.Context()
+	s.reset(t, three...)
+	before, err := s.owners(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	added, err := s.c.ScaleUp(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	four := append(slices.Clone(three), added)
+	r, err := s.api.Ring(ctx, s.c.URL(added), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.self[added] = r.Self
+	joined, err := s.waitRings(ctx, t0, four, s.selves(four), settle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.load.SetTargets(s.targets(four))
+	after, err := s.owners(ctx, "node2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []string
+	for _, k := range s.keys {
+		if after[k] != before[k] {
+			moved = append(moved, k)
+			if after[k] != s.self[added] {
+				t.Errorf("%s moved from %s to %s, not to the new node", k, before[k], after[k])
+			}
+		}
+	}
+	frac := float64(len(moved)) / float64(len(s.keys))
+	if frac < 0.10 || frac > 0.40 {
+		t.Errorf("%.3f of the keys changed owner; want about 1/4", frac)
+	}
+	upSweep := s.sweep(ctx, s.toOwners(t, four))
+	loads := s.loads(t, four...)
+	// A moved key is loaded once by its new owner; anything else is extra.
+	var movedLoaded, extraUp int64
+	var unmoved []string
+	isMoved := make(map[string]bool, len(moved))
+	for _, k := range moved {
+		isMoved[k] = true
+	}
+	for k := range loads {
+		n := loads.Key(k)
+		switch {
+		case isMoved[k]:
+			movedLoaded++
+			extraUp += n - 1
+		default:
+			extraUp += n
+			unmoved = append(unmoved, fmt.Sprintf("%s (owner %s, loaded by %s)", k, after[k], loads.Who(k)))
+		}
+	}
+	if len(unmoved) > 0 {
+		t.Errorf("%d keys that kept their owner were loaded again, e.g. %v; want none", len(unmoved), first(unmoved, 5))
+	}
+	upStats := s.window(upSweep)
+	noErrors(t, upStats)
+	s.add(result{name: "scale 3->4", stats: upStats, extra: extraUp, converge: joined,
+		note: fmt.Sprintf("%d of %d keys (%.1f%%) changed owner, all to %s; %d of them loaded again (%d loads beyond one each), %d of the rest",
+			len(moved), len(s.keys), 100*frac, added, movedLoaded, extraUp, len(unmoved))})
+
+	// And back to three. Clients keep node4's URL until it is gone; the
+	// retry covers the moment it refuses.
+	s.reset(t, four...)
+	if err := s.ledger.Ending(ctx, added, s.c.URL(added)); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	errc := make(chan error, 1)
+	go func() { _, err := s.c.ScaleDown(ctx); errc <- err }()
+	left, err := s.waitRings(ctx, t1, three, s.selves(three), settle)
+	if serr := <-errc; serr != nil {
+		t.Fatal(serr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.load.SetTargets(s.targets(three))
+	delete(s.self, added)
+	back, err := s.owners(ctx, "node3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(back, before) {
+		t.Errorf("owners after node4 left differ from before it joined")
+	}
+	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
+	noErrors(t, st)
+	extra := s.loads(t, three...).Total()
+	return result{name: "scale 4->3", stats: st, extra: extra, converge: left,
+		note: fmt.Sprintf("node4's keys went back to their old owners, which loaded %d of them again", extra)}
+}
+
+// rollingRestart: each node in turn is stopped gracefully and started again,
+// the next one only once the three agree. No client errors; final rings agree.
+func (s *suite) rollingRestart(t *testing.T) result {
+	ctx := t.Context()
+	s.reset(t, three...)
+	var worst time.Duration
+	var per []string
+	for _, n := range three {
+		if err := s.ledger.Ending(ctx, n, s.c.URL(n)); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if err := s.c.Stop(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.c.Start(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.waitReady(ctx, n, settle); err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.waitRings(ctx, t0, three, s.selves(three), settle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, d)
+		per = append(per, fmt.Sprintf("%s %s", n, d.Round(time.Millisecond)))
+	}
+	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
+	noErrors(t, st)
+	if _, err := s.waitRings(ctx, time.Now(), three, s.selves(three), time.Second); err != nil {
+		t.Errorf("final rings: %v", err)
+	}
+	extra := s.loads(t, three...).Total()
+	return result{stats: st, extra: extra, converge: worst,
+		note: "stop, start, ready and agreeing, per node: " + strings.Join(per, ", ") + "; every restarted node reloads its own keys"}
+}
+
+// unsignedPeer: a peer request from outside, without the secret, is refused
+// with 401 and makes no node ask the origin.
+func (s *suite) unsignedPeer(t *testing.T) result {
+	ctx := t.Context()
+	s.reset(t, three...)
+	key := fmt.Sprintf("unsigned-%d", time.Now().UnixNano())
+	for _, n := range three {
+		for _, k := range []string{key, s.keys[0]} {
+			status, body, err := s.api.Peer(ctx, s.c.URL(n), group, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status != 401 {
+				t.Errorf("unsigned peer request for %s to %s: status %d (%.80q), want 401", k, n, status, body)
+			}
+		}
+	}
+	loads := s.loads(t, three...)
+	if loads.Key(key) != 0 || loads.Total() != 0 {
+		t.Errorf("origin loads after unsigned peer requests: %d of %s, %d in all; want none", loads.Key(key), key, loads.Total())
+	}
+	st := s.window(Stats{})
+	noErrors(t, st)
+	return result{stats: st, extra: loads.Total(), note: "6 unsigned peer requests, all 401, no origin load"}
+}
+
+// summary prints the figures of every scenario as a table.
+func (s *suite) summary(t *testing.T) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\trequests\terrors\twrong\tretried\tp99\tmax\textra origin loads\tconverged\t")
+	for _, r := range s.results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t\n", r.name, r.stats.Requests, r.stats.Errors,
+			r.stats.Wrong, r.stats.Retries, r.stats.P99.Round(time.Millisecond), r.stats.MaxLatency.Round(time.Millisecond),
+			r.extra, r.converge.Round(10*time.Millisecond))
+	}
+	tw.Flush()
+	for _, r := range s.results {
+		fmt.Fprintf(&b, "%s: %s\n", r.name, r.note)
+	}
+	t.Log("\n" + b.String())
+	fmt.Fprint(os.Stdout, "\n== e2e summary\n"+b.String())
+}

@@ -1,0 +1,160 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests in this file check the harness itself; they need no Docker.
+
+func TestDemoValue(t *testing.T) {
+	t.Parallel()
+	// printf 'ringcache-demo/demo/key-0001' | sha256sum
+	const sum = "5cff9050541199746fe8efccc85dd457890161437bc975c36d5122f9146d4a26"
+	tests := []struct {
+		name string
+		size int
+		want string
+	}{
+		{"default size", 64, sum},
+		{"shorter", 10, sum[:10]},
+		{"repeated and cut", 100, sum + sum[:36]},
+		{"empty", 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := string(DemoValue("demo", "key-0001", tt.size)); got != tt.want {
+				t.Errorf("DemoValue(demo, key-0001, %d) = %q, want %q", tt.size, got, tt.want)
+			}
+		})
+	}
+}
+
+// demoServer serves the demo value of every key, like a healthy node.
+func demoServer(t *testing.T, size int) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		group, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/cache/"), "/")
+		w.Write(DemoValue(group, key, size))
+	}))
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+// refusedURL returns the URL of a port nothing listens on any more.
+func refusedURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+// closingURL returns the URL of a server that accepts connections and closes
+// them without a word, as docker-proxy does when its container is gone.
+func closingURL(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return "http://" + l.Addr().String()
+}
+
+// statusURL returns the URL of a server that answers every request with code.
+func statusURL(t *testing.T, code int) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", code)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+func TestLoadRetry(t *testing.T) {
+	t.Parallel()
+	good := demoServer(t, 64)
+	tests := []struct {
+		name        string
+		first       string
+		wantRetried bool
+		wantStatus  int
+		wantServed  string
+	}{
+		{"refused is retried on the next node", refusedURL(t), true, 200, "b"},
+		{"closed without a response is retried", closingURL(t), true, 200, "b"},
+		{"an HTTP error is not retried", statusURL(t, http.StatusBadGateway), false, 502, "a"},
+		{"a healthy node answers", good, false, 200, "a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l, err := NewLoad(LoadConfig{Group: "demo", Keys: Keys(10), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.SetTargets([]Target{{"a", tt.first}, {"b", good}})
+			// next starts at 0 and do adds 1 first: make the first pick target "a".
+			l.next.Store(uint64(len(l.Targets())) - 1)
+			r := l.do(t.Context(), "key-0003")
+			if r.Retried != tt.wantRetried || r.Status != tt.wantStatus || r.Served != tt.wantServed || r.Node != "a" {
+				t.Errorf("record = node %s served %s retried %v status %d err %q; want node a served %s retried %v status %d",
+					r.Node, r.Served, r.Retried, r.Status, r.Err, tt.wantServed, tt.wantRetried, tt.wantStatus)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	w := Window{Start: now.Add(-time.Second), End: now, Records: []Record{
+		{Key: "k1", Node: "a", Served: "a", Status: 200, Body: DemoValue("demo", "k1", 64)},
+		{Key: "k2", Node: "a", Served: "a", Status: 200, Body: DemoValue("demo", "k1", 64)},
+		{Key: "k3", Node: "b", Served: "c", Retried: true, Status: 0, Err: "connection refused"},
+		{Key: "k4", Node: "b", Served: "b", Status: 200, Body: DemoValue("demo", "k4", 63)},
+		{Key: "k5", Node: "c", Served: "a", Retried: true, Status: 200, Body: DemoValue("demo", "k5", 64)},
+	}}
+	s := Check(&w, "demo", 64)
+	if s.Requests != 5 || s.Errors != 1 || s.ErrorsByNode["b"] != 1 || s.Wrong != 2 || s.Retries != 2 {
+		t.Errorf("Check = %+v; want 5 requests, 1 error (from b), 2 wrong, 2 retries", s)
+	}
+	for i, r := range w.Records {
+		if r.Body != nil {
+			t.Errorf("record %d kept its body after Check", i)
+		}
+	}
+}
+
+func TestNewLoadRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []LoadConfig{
+		{},
+		{Group: "demo"},
+		{Group: "demo", Keys: Keys(1), Rate: -1},
+	} {
+		if _, err := NewLoad(cfg); err == nil {
+			t.Errorf("NewLoad(%+v) = nil error, want one", cfg)
+		}
+	}
+}

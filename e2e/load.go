@@ -1,0 +1,335 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Keys returns n keys, "key-0000" onwards.
+func Keys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%04d", i)
+	}
+	return keys
+}
+
+// Target is a node the load generator sends requests to.
+type Target struct {
+	// Node is the node's name, as the Cluster knows it.
+	Node string
+	// URL is the base URL of its public API.
+	URL string
+}
+
+// LoadConfig configures a Load.
+type LoadConfig struct {
+	// Group is the cache group to read; required.
+	Group string
+	// Keys are the keys to read, picked uniformly at random; required.
+	Keys []string
+	// Rate is requests per second: if zero, 200.
+	Rate int
+	// Workers bounds the requests in flight: if zero, 256 (requests for a
+	// dead node's keys can stall for seconds until the ring drops it). A tick that finds
+	// every worker busy is counted as dropped, so a stalled cluster shows up
+	// in the figures instead of in an ever longer queue.
+	Workers int
+	// Timeout bounds each attempt: if zero, 10s.
+	Timeout time.Duration
+}
+
+// Record is one client request as the generator saw it: the node asked
+// first, the node whose answer counts (another one after a retry) and what
+// came back.
+type Record struct {
+	// At is when the request was sent.
+	At time.Time
+	// Key is the key requested.
+	Key string
+	// Node is the node asked first.
+	Node string
+	// Served is the node whose answer or error is recorded.
+	Served string
+	// Retried is true when the first node refused or reset the connection.
+	Retried bool
+	// Status is the HTTP status, or 0 when no response came.
+	Status int
+	// Err is the transport error, if any.
+	Err string
+	// Body is the response body.
+	Body []byte
+	// Dur is how long the request took, retry included.
+	Dur time.Duration
+}
+
+// Window is what the generator recorded between two calls to Take.
+type Window struct {
+	// Records holds every request that completed in the window.
+	Records []Record
+	// Dropped counts ticks at which every worker was busy.
+	Dropped int
+	// Start and End bound the window.
+	Start, End time.Time
+}
+
+// Load sends GET requests for random keys at a steady rate, round robin over
+// its targets, and records every response. A request whose connection is
+// refused or reset is retried once on the next target: that is what a client
+// with a list of nodes does when one of them has just died; any other failure
+// is recorded as it is. Load is safe for concurrent use.
+type Load struct {
+	cfg     LoadConfig
+	client  *http.Client
+	targets atomic.Pointer[[]Target]
+	next    atomic.Uint64
+	dropped atomic.Int64
+
+	mu    sync.Mutex
+	recs  []Record
+	since time.Time
+
+	stop chan struct{}
+	done sync.WaitGroup
+}
+
+// NewLoad returns a generator for cfg; Start sets it going.
+func NewLoad(cfg LoadConfig) (*Load, error) {
+	if cfg.Group == "" || len(cfg.Keys) == 0 {
+		return nil, errors.New("e2e: load needs a group and keys")
+	}
+	if cfg.Rate == 0 {
+		cfg.Rate = 200
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 256
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Rate < 0 || cfg.Workers < 0 || cfg.Timeout < 0 {
+		return nil, fmt.Errorf("e2e: negative load setting in %+v", cfg)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.Workers
+	l := &Load{
+		cfg:    cfg,
+		client: &http.Client{Timeout: cfg.Timeout, Transport: tr},
+		stop:   make(chan struct{}),
+	}
+	l.targets.Store(&[]Target{})
+	return l, nil
+}
+
+// SetTargets replaces the nodes requests go to.
+func (l *Load) SetTargets(ts []Target) {
+	ts = slices.Clone(ts)
+	l.targets.Store(&ts)
+}
+
+// Targets returns the nodes requests go to.
+func (l *Load) Targets() []Target { return slices.Clone(*l.targets.Load()) }
+
+// Start sends requests until Stop is called or ctx ends.
+func (l *Load) Start(ctx context.Context) {
+	l.mu.Lock()
+	l.since = time.Now()
+	l.mu.Unlock()
+	jobs := make(chan string)
+	for range l.cfg.Workers {
+		l.done.Add(1)
+		go func() {
+			defer l.done.Done()
+			for key := range jobs {
+				l.record(l.do(ctx, key))
+			}
+		}()
+	}
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		defer close(jobs)
+		tick := time.NewTicker(time.Second / time.Duration(l.cfg.Rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			key := l.cfg.Keys[rand.IntN(len(l.cfg.Keys))]
+			select {
+			case jobs <- key:
+			default:
+				l.dropped.Add(1)
+			}
+		}
+	}()
+}
+
+// Stop stops sending and waits for the requests in flight.
+func (l *Load) Stop() {
+	close(l.stop)
+	l.done.Wait()
+	l.client.CloseIdleConnections()
+}
+
+// Take returns what was recorded since the last Take (or Start) and starts a
+// new window.
+func (l *Load) Take() Window {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	w := Window{Records: l.recs, Dropped: int(l.dropped.Swap(0)), Start: l.since, End: now}
+	l.recs, l.since = nil, now
+	return w
+}
+
+func (l *Load) record(r Record) {
+	l.mu.Lock()
+	l.recs = append(l.recs, r)
+	l.mu.Unlock()
+}
+
+// do sends one request, retrying once on the next target when the first one
+// refused or reset the connection.
+func (l *Load) do(ctx context.Context, key string) Record {
+	ts := *l.targets.Load()
+	rec := Record{At: time.Now(), Key: key}
+	if len(ts) == 0 {
+		rec.Err = "no targets"
+		return rec
+	}
+	i := int(l.next.Add(1) % uint64(len(ts)))
+	rec.Node = ts[i].Node
+	rec.Served = ts[i].Node
+	status, body, err := l.get(ctx, ts[i].URL, key)
+	if err != nil && len(ts) > 1 && Retryable(err) {
+		j := (i + 1) % len(ts)
+		rec.Retried = true
+		rec.Served = ts[j].Node
+		status, body, err = l.get(ctx, ts[j].URL, key)
+	}
+	rec.Status, rec.Body = status, body
+	if err != nil {
+		rec.Err = err.Error()
+	}
+	rec.Dur = time.Since(rec.At)
+	return rec
+}
+
+// get sends one attempt; a body cut short is an error like a failed dial.
+func (l *Load) get(ctx context.Context, base, key string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+		base+"/cache/"+url.PathEscape(l.cfg.Group)+"/"+url.PathEscape(key), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	return resp.StatusCode, body, nil
+}
+
+// Retryable reports whether err means the node refused or reset the
+// connection. Through Docker's userland proxy (docker-proxy, which publishes
+// the ports here) a refused or reset connection to the container arrives as
+// an accepted connection closed before any response: io.EOF or
+// io.ErrUnexpectedEOF, or net/http's unexported "server closed idle
+// connection" when that happens on a new connection, so those count too.
+func Retryable(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "server closed idle connection")
+}
+
+// Stats sums up a window.
+type Stats struct {
+	// Requests counts client requests (a retry is part of its request).
+	Requests int
+	// Errors counts requests that ended without a 200.
+	Errors int
+	// ErrorsByNode counts errors by the node asked first.
+	ErrorsByNode map[string]int
+	// Wrong counts 200 answers whose body is not the origin's value.
+	Wrong int
+	// Retries counts requests retried on another node.
+	Retries int
+	// Dropped counts ticks at which every worker was busy.
+	Dropped int
+	// Rate is requests per second over the window.
+	Rate float64
+	// P99 is the 99th percentile of the requests' latency.
+	P99 time.Duration
+	// MaxLatency is the slowest request.
+	MaxLatency time.Duration
+	// MaxFirstTry is the slowest request answered by the first node asked:
+	// set against MaxLatency, it tells the cluster's stalls from the time a
+	// client lost on a dead node before retrying.
+	MaxFirstTry time.Duration
+	// Samples holds up to five error or wrong-value descriptions.
+	Samples []string
+}
+
+// Check verifies every 200 body in w against the demo value rule and sums the
+// window up. It drops the bodies it checked, to bound memory over a long run.
+func Check(w *Window, group string, size int) Stats {
+	s := Stats{Requests: len(w.Records), ErrorsByNode: map[string]int{}, Dropped: w.Dropped}
+	if d := w.End.Sub(w.Start); d > 0 {
+		s.Rate = float64(len(w.Records)) / d.Seconds()
+	}
+	sample := func(format string, args ...any) {
+		if len(s.Samples) < 5 {
+			s.Samples = append(s.Samples, fmt.Sprintf(format, args...))
+		}
+	}
+	durs := make([]time.Duration, 0, len(w.Records))
+	for i := range w.Records {
+		r := &w.Records[i]
+		durs = append(durs, r.Dur)
+		s.MaxLatency = max(s.MaxLatency, r.Dur)
+		if r.Retried {
+			s.Retries++
+		} else {
+			s.MaxFirstTry = max(s.MaxFirstTry, r.Dur)
+		}
+		switch {
+		case r.Status != http.StatusOK:
+			s.Errors++
+			s.ErrorsByNode[r.Node]++
+			sample("%s %s via %s->%s: status %d err %q body %.80q", r.At.Format("15:04:05.000"),
+				r.Key, r.Node, r.Served, r.Status, r.Err, r.Body)
+		case !bytes.Equal(r.Body, DemoValue(group, r.Key, size)):
+			s.Wrong++
+			sample("%s %s via %s->%s: wrong value %.80q", r.At.Format("15:04:05.000"), r.Key, r.Node, r.Served, r.Body)
+		}
+		r.Body = nil
+	}
+	if len(durs) > 0 {
+		slices.Sort(durs)
+		s.P99 = durs[len(durs)*99/100]
+	}
+	return s
+}

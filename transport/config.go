@@ -15,6 +15,8 @@ const (
 	DefaultBasePath            = "/_groupcache/" // groupcache's
 	DefaultReplicas            = 50              // groupcache's
 	DefaultPeerTimeout         = 3 * time.Second
+	DefaultDialTimeout         = time.Second
+	DefaultMaxResponseBytes    = 64 << 20
 	DefaultMaxIdleConnsPerHost = 64
 	DefaultMaxKeyBytes         = 250
 	DefaultSignatureWindow     = 30 * time.Second
@@ -44,6 +46,19 @@ type Config struct {
 	// of the response. If zero, 3s. It should exceed the owner's origin
 	// latency: a fetch that times out makes the caller load locally.
 	PeerTimeout time.Duration
+
+	// DialTimeout bounds connecting to a peer, name lookup included. If
+	// zero, 1s (capped at PeerTimeout). A peer that could not be dialled is
+	// then skipped for DialTimeout, so that while a dead node is still in
+	// the ring (its lease and hold-down running out) requests for its keys
+	// fall back to a local load at once instead of each waiting to fail.
+	DialTimeout time.Duration
+
+	// MaxResponseBytes bounds a value read from a peer; a larger response
+	// is an ErrBadResponse (and the caller loads locally). If zero, 64 MiB.
+	// It only protects this node from a broken peer: keep it above every
+	// group's MaxValueBytes.
+	MaxResponseBytes int64
 
 	// MaxIdleConnsPerHost is how many keep-alive connections to each peer
 	// stay open between requests. If zero, 64. groupcache's default
@@ -121,6 +136,18 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PeerTimeout < 0 {
 		return c, fmt.Errorf("%w: PeerTimeout %v < 0", ErrConfig, c.PeerTimeout)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = min(DefaultDialTimeout, c.PeerTimeout)
+	}
+	if c.DialTimeout < 0 {
+		return c, fmt.Errorf("%w: DialTimeout %v < 0", ErrConfig, c.DialTimeout)
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if c.MaxResponseBytes < 0 {
+		return c, fmt.Errorf("%w: MaxResponseBytes %d < 0", ErrConfig, c.MaxResponseBytes)
 	}
 	if c.MaxIdleConnsPerHost == 0 {
 		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost

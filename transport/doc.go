@@ -5,7 +5,10 @@
 // replaced whole by Pool.Set. It implements cache.PeerPicker, so a cache.Node
 // built with it asks a key's owner for missing keys. The peer client shares
 // one keep-alive http.Transport sized for concurrency, bounds every request
-// by Config.PeerTimeout, and returns typed errors (*PeerError): wrapping
+// by Config.PeerTimeout (and connecting by Config.DialTimeout, after which a
+// peer that could not be dialled is skipped for as long, so a dead node costs
+// one failed dial rather than one per request until the ring drops it), and
+// returns typed errors (*PeerError): wrapping
 // cache.ErrNotFound or cache.ErrLoad when the owner answered that its origin
 // has no such key or failed, which the cache reports as they are, and
 // anything else when the owner could not be reached or refused this node, on

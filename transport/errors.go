@@ -44,6 +44,10 @@ var (
 	// with an unexpected status code.
 	ErrPeerStatus = errors.New("transport: unexpected peer status")
 
+	// ErrPeerDown is returned by the peer client, without a request, for a
+	// peer that could not be dialled within the last Config.DialTimeout.
+	ErrPeerDown = errors.New("transport: peer unreachable")
+
 	// ErrBadResponse is returned by the peer client for a response it
 	// cannot decode.
 	ErrBadResponse = errors.New("transport: bad peer response")

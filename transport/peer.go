@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang/groupcache/groupcachepb"
@@ -22,6 +24,10 @@ import (
 type peer struct {
 	pool *Pool
 	url  string // base URL, no trailing slash
+
+	// downUntil is when, in Unix nanoseconds, to try a peer again that
+	// could not be dialled; zero when it is thought up.
+	downUntil atomic.Int64
 }
 
 var _ cache.Peer = (*peer)(nil)
@@ -35,7 +41,7 @@ func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, erro
 	var v cache.Value
 	err := pe.do(ctx, "get", http.MethodGet, group, key, nil, nil, func(res *http.Response) error {
 		var err error
-		v, err = decodeValue(res)
+		v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
 		return err
 	})
 	return v, err
@@ -71,6 +77,9 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 		}
 	}()
 
+	if until := pe.downUntil.Load(); until != 0 && p.now().UnixNano() < until {
+		return ErrPeerDown
+	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.PeerTimeout)
 	defer cancel()
 	var rb io.Reader
@@ -94,8 +103,12 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 	}
 	res, err := p.client.Do(req)
 	if err != nil {
+		if isDialError(err) {
+			pe.downUntil.Store(p.now().Add(p.cfg.DialTimeout).UnixNano())
+		}
 		return err
 	}
+	pe.downUntil.Store(0)
 	defer res.Body.Close()
 	status = res.StatusCode
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
@@ -108,6 +121,19 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 		return read(res)
 	}
 	return nil
+}
+
+// isDialError reports whether err means that no connection could be made:
+// the name did not resolve, or the connect failed or timed out. Errors on an
+// established connection (a reset, a slow owner) do not count: they say
+// nothing about the next connection.
+func isDialError(err error) bool {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // statusError maps a peer's status code to the error the cache acts on.
@@ -151,7 +177,10 @@ const maxPooledBuffer = 64 << 10
 // decodeValue reads a GetResponse body and the X-Ringcache headers. A
 // groupcache peer sends none of them: the value then has no expiry and no
 // content type.
-func decodeValue(res *http.Response) (cache.Value, error) {
+func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
+	if res.ContentLength > limit {
+		return cache.Value{}, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
+	}
 	b := bufferPool.Get().(*bytes.Buffer)
 	defer func() {
 		if b.Cap() <= maxPooledBuffer {
@@ -160,10 +189,15 @@ func decodeValue(res *http.Response) (cache.Value, error) {
 	}()
 	b.Reset()
 	if res.ContentLength > 0 {
-		b.Grow(int(min(res.ContentLength, 64<<20)))
+		b.Grow(int(res.ContentLength))
 	}
-	if _, err := b.ReadFrom(res.Body); err != nil {
+	// One byte past the limit tells a body that is too long from one that
+	// is exactly as long as allowed.
+	if _, err := b.ReadFrom(io.LimitReader(res.Body, limit+1)); err != nil {
 		return cache.Value{}, fmt.Errorf("reading response body: %w", err)
+	}
+	if int64(b.Len()) > limit {
+		return cache.Value{}, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
 	}
 	// proto.Unmarshal copies bytes fields, so the pooled buffer can be reused.
 	var msg groupcachepb.GetResponse

@@ -1,11 +1,14 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -448,6 +451,98 @@ func TestRingVersionMismatchIsLogged(t *testing.T) {
 					t.Errorf("%s: want one warning naming %s and its version %d, got:\n%s",
 						who.self.url, who.peer.url, who.peer.pool.Version(), out)
 				}
+			}
+		})
+	}
+}
+
+// TestUnreachablePeerIsSkipped: a peer that cannot be dialled is not dialled
+// again for DialTimeout, so requests for a dead node's keys fall back at
+// once; after the window the next request reaches it again.
+func TestUnreachablePeerIsSkipped(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: dialling is refused
+
+	p, err := NewPool(Config{Self: "http://127.0.0.1:1", DialTimeout: time.Minute, PeerTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	now := time.Unix(1_000_000, 0)
+	p.now = func() time.Time { return now }
+	if err := p.Set("http://" + addr); err != nil {
+		t.Fatal(err)
+	}
+	pe := p.Peers()[0]
+	ctx := t.Context()
+
+	_, err = pe.Fetch(ctx, "g", "k")
+	if err == nil || errors.Is(err, ErrPeerDown) || !isDialError(err) {
+		t.Fatalf("first fetch: err = %v, want a dial error", err)
+	}
+	_, err = pe.Fetch(ctx, "g", "k")
+	if !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("second fetch within DialTimeout: err = %v, want ErrPeerDown", err)
+	}
+	if err := pe.Invalidate(ctx, "g", "k"); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("invalidate within DialTimeout: err = %v, want ErrPeerDown", err)
+	}
+
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening again on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(hdrNotFound, "1")
+		w.WriteHeader(http.StatusNotFound)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	now = now.Add(time.Minute + time.Second)
+	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("fetch after the window: err = %v, want the peer's answer (not found)", err)
+	}
+}
+
+// TestPeerResponseLimit: a peer's response over MaxResponseBytes is refused
+// (and the cache then loads locally) rather than read into memory.
+func TestPeerResponseLimit(t *testing.T) {
+	t.Parallel()
+	value := bytes.Repeat([]byte("v"), 1000)
+	body := append(getResponsePrefix(len(value)), value...)
+	for _, tc := range []struct {
+		name          string
+		contentLength int64
+		limit         int64
+		ok            bool
+	}{
+		{"fits", int64(len(body)), int64(len(body)), true},
+		{"fits, length unknown", -1, int64(len(body)), true},
+		{"declared too long", int64(len(body)), int64(len(body)) - 1, false},
+		{"too long, length unknown", -1, int64(len(body)) - 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &http.Response{
+				StatusCode:    http.StatusOK,
+				Header:        http.Header{},
+				ContentLength: tc.contentLength,
+				Body:          io.NopCloser(bytes.NewReader(body)),
+			}
+			v, err := decodeValue(res, tc.limit)
+			if tc.ok {
+				if err != nil || !bytes.Equal(v.Data, value) {
+					t.Fatalf("decodeValue = %d bytes, %v; want the value", len(v.Data), err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadResponse) {
+				t.Fatalf("decodeValue err = %v, want ErrBadResponse", err)
 			}
 		})
 	}

@@ -67,7 +67,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	tr := &http.Transport{
 		Proxy: nil, // peers are reached directly, never through HTTP_PROXY
 		DialContext: (&net.Dialer{
-			Timeout:   cfg.PeerTimeout,
+			Timeout:   cfg.DialTimeout,
 			KeepAlive: 30 * time.Second,
 		}).DialContext,
 		MaxIdleConns:        0, // no global cap; the per-host cap bounds it

@@ -2,7 +2,10 @@ package consistenthash
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math"
 	"slices"
+	"sort"
 	"testing"
 )
 
@@ -118,5 +121,60 @@ func FuzzRanges(f *testing.F) {
 			}
 			r = next
 		}
+	})
+}
+
+// FuzzLookup checks the bucket table against a plain binary search for any sorted point set
+// (4 bytes per point) and any probe, the edges 0 and 2^32-1 included.
+func FuzzLookup(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, uint32(0xffffffff))
+	f.Add([]byte{0, 0, 0, 1}, uint32(0))
+	f.Add([]byte{0x80, 0, 0, 0, 0x80, 0, 0, 1, 0x80, 0, 0, 2}, uint32(0x80000001))
+	f.Fuzz(func(t *testing.T, data []byte, probe uint32) {
+		var points []uint32
+		for i := 0; i+4 <= len(data); i += 4 {
+			points = append(points, binary.BigEndian.Uint32(data[i:]))
+		}
+		slices.Sort(points)
+		points = slices.Compact(points)
+		if len(points) == 0 {
+			return
+		}
+		l := newLookup(points)
+		for _, h := range []uint32{probe, 0, math.MaxUint32, points[0], points[len(points)-1], probe - 1, probe + 1} {
+			want := sort.Search(len(points), func(i int) bool { return points[i] >= h })
+			if got := l.ceil(h); got != want {
+				t.Fatalf("%d points: ceil(%#x) = %d, want %d", len(points), h, got, want)
+			}
+		}
+	})
+}
+
+// FuzzMatchesDefinition builds a ring from fuzzed names, weights and replica counts with
+// the 10-bit weak hash (points collide often) and compares Get and GetN with the ring's
+// definition (see reference).
+func FuzzMatchesDefinition(f *testing.F) {
+	f.Add([]byte("a|b|c"), []byte{1, 2, 3}, uint8(5), "key")
+	f.Add([]byte("12.0.0.1:80|2.0.0.1:80"), []byte{1, 1}, uint8(50), "112.0.0.1:80")
+	f.Add([]byte("n1|n2|n3|n4|n5|n6|n7|n8"), []byte{4, 1, 3}, uint8(30), "")
+	f.Fuzz(func(t *testing.T, data, weights []byte, replicas uint8, key string) {
+		nodes := fuzzNodes(data)
+		if len(nodes) > 16 {
+			nodes = nodes[:16]
+		}
+		r := 1 + int(replicas%40)
+		m := New(r, weakHash)
+		want := map[string]int{}
+		for i, n := range nodes {
+			w := 1
+			if i < len(weights) {
+				w = 1 + int(weights[i]%4)
+			}
+			if err := m.AddWeighted(n, w); err != nil {
+				t.Fatal(err)
+			}
+			want[n] = w
+		}
+		checkAgainstReference(t, m, weakHash, r, want, append(nodes, key, key+"x", "k1", "k2", "k3"))
 	})
 }

@@ -17,6 +17,18 @@ type Setter interface {
 	Set(peers ...string)
 }
 
+// WeightedSetter is an optional interface for a Setter that can build a weighted ring. When
+// the Setter in Config also implements it, the Registry calls SetWeighted instead of Set:
+// with every peer URL of the member set mapped to its member's Weight (1 to MaxWeight; if two
+// members announce the same URL, the larger weight), each time a URL or a weight changes, so
+// a member that restarts with another weight reaches the ring too. The map is the callee's
+// to keep. Calls follow Set's rules: one at a time, never while the Registry holds a lock.
+// The transport's Pool is meant to implement it by building its ring with
+// consistenthash.Map.AddWeighted.
+type WeightedSetter interface {
+	SetWeighted(weights map[string]int)
+}
+
 // Defaults, used for the zero value of the matching Config field.
 const (
 	DefaultCluster      = "default"
@@ -62,16 +74,17 @@ type Config struct {
 	// that a lease lost and put again during an etcd outage does not flap the ring. Graceful
 	// leaves skip it. If zero, 2s.
 	HoldDown time.Duration
-	// ConfirmDelay holds back, beyond HoldDown, an update that would remove half of the
-	// members or more at once: such a change more likely means an etcd problem than half of
-	// the cluster crashing. If zero, 10s.
+	// ConfirmDelay holds back, beyond HoldDown, removals while half of the members or more
+	// are missing at once (whether or not their hold-downs have ended): such a change more
+	// likely means an etcd problem than half of the cluster crashing. If zero, 10s.
 	ConfirmDelay time.Duration
 
 	// Logger receives membership changes, lease losses and etcd errors. If nil, logs are
 	// discarded.
 	Logger *slog.Logger
-	// Setter receives the member set after every change, and once from New. If nil, the
-	// member set is only visible through State.
+	// Setter receives the member set after every change, and once from New; if it also
+	// implements WeightedSetter, it receives the weights through SetWeighted instead. If
+	// nil, the member set is only visible through State.
 	Setter Setter
 }
 

@@ -6,7 +6,7 @@
 // again. It lists the prefix, then watches from the list's revision + 1 (with
 // WithRequireLeader), and lists again whenever a watch ends, for example on a compacted
 // revision. Additions reach the Setter at once; a member whose key disappears stays for a
-// hold-down, and a change that would remove half of the members or more waits a further
+// hold-down, and while half of the members or more are missing the removals wait a further
 // confirmation delay, so that an etcd outage followed by expired and re-put leases does not
 // flap the ring. A graceful Close marks the key as leaving before revoking it, so that the
 // others drop the node at once. When etcd is unreachable the last member set stays in use: an

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -379,4 +380,61 @@ func converge(t *testing.T, want []string, timeout time.Duration, nodes ...*node
 		}
 	}
 	return latest
+}
+
+// weightRecorder is a Setter that also implements WeightedSetter, as transport.Pool is to:
+// SetWeighted builds the weighted ring and records the call; Set only counts, since a
+// Registry must not call it on a WeightedSetter.
+type weightRecorder struct {
+	recorder
+	plainSets atomic.Int64
+	weighted  []map[string]int // guarded by recorder.mu
+}
+
+func newWeightRecorder() *weightRecorder {
+	return &weightRecorder{recorder: recorder{changed: make(chan struct{})}}
+}
+
+func (w *weightRecorder) Set(...string) { w.plainSets.Add(1) }
+
+func (w *weightRecorder) SetWeighted(weights map[string]int) {
+	m := consistenthash.New(0, nil)
+	var err error
+	peers := slices.Sorted(maps.Keys(weights))
+	for _, p := range peers {
+		if err == nil {
+			err = m.AddWeighted(p, weights[p])
+		}
+	}
+	w.ring.Store(m)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil && w.err == nil {
+		w.err = fmt.Errorf("ring from %v: %w", weights, err)
+	}
+	w.weighted = append(w.weighted, weights)
+	w.calls = append(w.calls, setCall{at: time.Now(), peers: peers})
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// waitWeights waits until the last SetWeighted received want.
+func (w *weightRecorder) waitWeights(t *testing.T, name string, want map[string]int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		w.mu.Lock()
+		got := slices.Clone(w.weighted)
+		changed := w.changed
+		w.mu.Unlock()
+		if n := len(got); n > 0 && maps.Equal(got[n-1], want) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("%s: weights are not %v after %v; SetWeighted calls: %v", name, want, timeout, got)
+		}
+	}
 }

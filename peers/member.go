@@ -94,6 +94,17 @@ func checkID(s string) bool {
 	return true
 }
 
+// peerWeights maps the peer URL of each of ms to its weight: what a WeightedSetter receives.
+// Two members announcing one URL (a misconfiguration) give it the larger weight, so that the
+// result does not depend on their order.
+func peerWeights(ms []Member) map[string]int {
+	w := make(map[string]int, len(ms))
+	for _, m := range ms {
+		w[m.PeerURL] = max(w[m.PeerURL], m.Weight)
+	}
+	return w
+}
+
 // peerURLs returns the sorted, deduplicated peer URLs of ms: what a Setter receives.
 func peerURLs(ms []Member) []string {
 	urls := make([]string, 0, len(ms))

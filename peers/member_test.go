@@ -2,6 +2,8 @@ package peers
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +107,24 @@ func TestCheckID(t *testing.T) {
 	for _, bad := range []string{"", "a/b", "a b", "é", "a\n", strings.Repeat("x", 129)} {
 		if checkID(bad) {
 			t.Errorf("checkID(%q) = true", bad)
+		}
+	}
+}
+
+// TestPeerWeights checks what a WeightedSetter receives: every URL with its member's weight,
+// and for two members on one URL the larger weight, whatever their order.
+func TestPeerWeights(t *testing.T) {
+	t.Parallel()
+	a, b, twin := member("a"), member("b"), member("twin")
+	b.Weight = 3
+	twin.PeerURL, twin.Weight = a.PeerURL, 4
+	want := map[string]int{a.PeerURL: 4, b.PeerURL: 3}
+	for _, ms := range [][]Member{{a, b, twin}, {twin, b, a}} {
+		if got := peerWeights(ms); !maps.Equal(got, want) {
+			t.Errorf("peerWeights(%v) = %v, want %v", ids(ms), got, want)
+		}
+		if got := peerURLs(ms); !slices.Equal(got, slices.Sorted(maps.Keys(want))) {
+			t.Errorf("peerURLs(%v) = %q, want the keys of %v", ids(ms), got, want)
 		}
 	}
 }

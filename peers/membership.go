@@ -94,6 +94,7 @@ func (m *membership) settle(now time.Time) (changed bool, wake time.Time) {
 		}
 	}
 	var graceful, due []string
+	absent := 0 // applied members missing without a graceful leave, held down or due
 	for id := range m.applied {
 		if _, ok := m.seen[id]; ok || id == m.self {
 			continue
@@ -102,6 +103,7 @@ func (m *membership) settle(now time.Time) (changed bool, wake time.Time) {
 			graceful = append(graceful, id)
 			continue
 		}
+		absent++
 		since, ok := m.gone[id]
 		if !ok {
 			since = now
@@ -115,8 +117,11 @@ func (m *membership) settle(now time.Time) (changed bool, wake time.Time) {
 	}
 	// Half of the members or more vanishing together (counted after graceful leaves) is more
 	// likely an etcd problem than a real loss: apply only the removals that have also waited
-	// out the confirmation delay.
-	if remaining := len(m.applied) - len(graceful); len(due) > 0 && 2*len(due) >= remaining {
+	// out the confirmation delay. All absent members count, not only those whose hold-down
+	// is over: leases cut off from etcd together expire up to TTL/3 apart (the keepalive
+	// period), so their hold-downs end one by one, and counting only the due ones would let
+	// half of the ring go, one member at a time, with no confirmation.
+	if remaining := len(m.applied) - len(graceful); len(due) > 0 && 2*absent >= remaining {
 		confirmed := due[:0]
 		for _, id := range due {
 			if t := m.gone[id].Add(m.holdDown + m.confirm); now.Before(t) {

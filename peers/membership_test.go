@@ -97,6 +97,25 @@ func TestMembershipRules(t *testing.T) {
 			{hold + confirm - 1, nil, []string{"a", "b", "c", "d"}, hold + confirm},
 			{hold + confirm, nil, []string{"a", "b"}, -1},
 		}},
+		// Leases of half of the cluster expire a little apart (keepalives run every TTL/3,
+		// so expiries spread over more than a second): the first hold-down to end must
+		// not see a single removal, but the whole absent half.
+		{"half vanishing a little apart waits for confirmation", "", []step{
+			{0, u(list("a", "b", "c", "d")), []string{"a", "b", "c", "d"}, -1},
+			{0, u(del("c")), []string{"a", "b", "c", "d"}, hold},
+			{time.Second, u(del("d")), []string{"a", "b", "c", "d"}, hold},
+			{hold, nil, []string{"a", "b", "c", "d"}, time.Second + hold},
+			{time.Second + hold, nil, []string{"a", "b", "c", "d"}, hold + confirm},
+			{hold + confirm, nil, []string{"a", "b", "d"}, time.Second + hold + confirm},
+			{time.Second + hold + confirm, nil, []string{"a", "b"}, -1},
+		}},
+		{"a crash while others blink waits, then applies once they are back", "", []step{
+			{0, u(list("a", "b", "c", "d", "e", "f")), []string{"a", "b", "c", "d", "e", "f"}, -1},
+			{0, u(del("f")), []string{"a", "b", "c", "d", "e", "f"}, hold},
+			{time.Second, u(del("d", "e")), []string{"a", "b", "c", "d", "e", "f"}, hold},
+			{hold, nil, []string{"a", "b", "c", "d", "e", "f"}, time.Second + hold},
+			{hold + 1, u(put("d", "e")), []string{"a", "b", "c", "d", "e"}, -1},
+		}},
 		{"removing less than half does not wait for confirmation", "", []step{
 			{0, u(list("a", "b", "c", "d", "e")), []string{"a", "b", "c", "d", "e"}, -1},
 			{0, u(del("d", "e")), []string{"a", "b", "c", "d", "e"}, hold},

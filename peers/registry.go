@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -67,6 +68,7 @@ type Registry struct {
 	members     []Member
 	pending     []Member
 	peers       []string
+	weights     map[string]int
 }
 
 // State is a snapshot of what a Registry knows, for an operator's status page (it marshals to
@@ -92,6 +94,10 @@ type State struct {
 	Pending []Member `json:"pending"`
 	// Peers is the sorted peer URLs of Members: what the Setter last received.
 	Peers []string `json:"peers"`
+	// Weights maps each of Peers to its member's weight (the larger one if two members
+	// share a URL), as in use now: what a WeightedSetter last received. A plain Setter is
+	// not called when only a weight changes.
+	Weights map[string]int `json:"weights"`
 }
 
 // New registers the node described by cfg, lists the members, hands them to cfg.Setter, and
@@ -229,6 +235,7 @@ func (r *Registry) State() State {
 		Members:     slices.Clone(r.members),
 		Pending:     slices.Clone(r.pending),
 		Peers:       slices.Clone(r.peers),
+		Weights:     maps.Clone(r.weights),
 	}
 }
 
@@ -364,13 +371,18 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 func (r *Registry) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, bool) {
 	delay := minRetry
 	for attempt := 1; ; attempt++ {
+		// A put requested while the old lease was dying is done by the put in register.
+		// Drain before it, not after: 1: register puts the key, 2: someone deletes it,
+		// 2: the applier sees the deletion and requests a put, 1: drain. Draining after
+		// the put would drop that request and leave the key missing until the next lease
+		// loss, so that the others would drop this node after their hold-down. A request
+		// that arrives after the put is kept, and costs at most one extra put.
+		select {
+		case <-r.reput:
+		default:
+		}
 		ka, stop, err := r.register(r.ctx)
 		if err == nil {
-			// A put requested while the old lease was dying is done now.
-			select {
-			case <-r.reput:
-			default:
-			}
 			r.log.Info("peers: registered again", "key", r.key, "attempts", attempt)
 			return ka, stop, true
 		}
@@ -531,15 +543,18 @@ func (r *Registry) decodeChange(key, value []byte, deleted bool) (change, bool) 
 	return change{id: id, member: m}, true
 }
 
-// publish records the applied member set and, if its peer URLs changed, hands them to the
-// Setter. Only New (before the loops start) and the applier call it, so Set calls never
-// overlap; it calls Set without holding r.mu.
+// publish records the applied member set and, if what the Setter receives changed (the peer
+// URLs, or for a WeightedSetter the URLs or their weights), hands it over. Only New (before
+// the loops start) and the applier call it, so Setter calls never overlap; it calls the
+// Setter without holding r.mu.
 func (r *Registry) publish(members, pending []Member, now time.Time) {
 	peers := peerURLs(members)
+	weights := peerWeights(members)
+	ws, weighted := r.cfg.Setter.(WeightedSetter)
 	r.mu.Lock()
-	old := r.peers
-	changed := !slices.Equal(old, peers)
-	r.members, r.pending = members, pending
+	old, oldWeights := r.peers, r.weights
+	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights))
+	r.members, r.pending, r.weights = members, pending, weights
 	if changed {
 		r.peers = peers
 		r.lastChange = now
@@ -549,8 +564,12 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 	if !changed {
 		return
 	}
-	r.log.Info("peers: membership changed", "peers", peers, "added", missingFrom(peers, old), "removed", missingFrom(old, peers))
-	if r.cfg.Setter != nil {
+	r.log.Info("peers: membership changed", "peers", peers, "weights", weights,
+		"added", missingFrom(peers, old), "removed", missingFrom(old, peers))
+	switch {
+	case weighted:
+		ws.SetWeighted(maps.Clone(weights))
+	case r.cfg.Setter != nil:
 		r.cfg.Setter.Set(slices.Clone(peers)...)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringcache/ringcache/consistenthash"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -409,5 +411,80 @@ func TestNewUnreachable(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("New took %v to fail", d)
+	}
+}
+
+// TestWeightsReachTheSetter registers two nodes of weights 1 and 3 against a real etcd: a
+// Setter that implements WeightedSetter receives both weights through SetWeighted (never
+// Set) on every node, builds the same weighted ring everywhere, and is called again when
+// only a weight changes. A plain Setter in the same cluster is not called for a weight-only
+// change, and State shows the weights either way.
+func TestWeightsReachTheSetter(t *testing.T) {
+	t.Parallel()
+	te := startEtcd(t)
+	eps := te.endpoints()
+	wa, wb := newWeightRecorder(), newWeightRecorder()
+	a := startNode(t, eps, "a", func(c *Config) { c.Setter = wa }) // Weight 0 reads as 1
+	b := startNode(t, eps, "b", func(c *Config) { c.Weight = 3; c.Setter = wb })
+	x := startNode(t, eps, "x", nil) // a plain Setter
+	want := map[string]int{peerURL("a"): 1, peerURL("b"): 3, peerURL("x"): 1}
+	wa.waitWeights(t, "a", want, 10*time.Second)
+	wb.waitWeights(t, "b", want, 10*time.Second)
+	x.rec.waitFor(t, "x", urls("a", "b", "x"), 10*time.Second)
+
+	ref := consistenthash.New(0, nil)
+	for _, p := range slices.Sorted(maps.Keys(want)) {
+		if err := ref.AddWeighted(p, want[p]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, w := range []*weightRecorder{wa, wb} {
+		if n := w.plainSets.Load(); n != 0 {
+			t.Errorf("Set called %d times on a WeightedSetter", n)
+		}
+		w.mu.Lock()
+		if w.err != nil {
+			t.Error(w.err)
+		}
+		w.mu.Unlock()
+		if v := w.ring.Load().Version(); v != ref.Version() {
+			t.Errorf("weighted ring version %x, want %x", v, ref.Version())
+		}
+	}
+	for _, n := range []*node{a, b, x} {
+		if st := n.r.State(); !maps.Equal(st.Weights, want) || !slices.Equal(st.Peers, urls("a", "b", "x")) {
+			t.Errorf("%s: State weights %v, peers %q; want %v", n.id, st.Weights, st.Peers, want)
+		}
+	}
+
+	// A member that changes only its weight reaches every WeightedSetter.
+	raw := te.client(t)
+	putMember := func(m Member) {
+		t.Helper()
+		v, err := m.encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.Put(t.Context(), "/ringcache/default/members/"+m.ID, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := member("c")
+	c.Weight = 2
+	putMember(c)
+	want[peerURL("c")] = 2
+	wa.waitWeights(t, "a", want, 10*time.Second)
+	wb.waitWeights(t, "b", want, 10*time.Second)
+	x.rec.waitFor(t, "x", urls("a", "b", "c", "x"), 10*time.Second)
+	plainCalls := x.rec.count()
+
+	c.Weight = 5
+	putMember(c)
+	want[peerURL("c")] = 5
+	wa.waitWeights(t, "a", want, 10*time.Second)
+	wb.waitWeights(t, "b", want, 10*time.Second)
+	waitState(t, x.r, "c at weight 5", 10*time.Second, func(s State) bool { return s.Weights[peerURL("c")] == 5 })
+	if n := x.rec.count(); n != plainCalls {
+		t.Errorf("plain Setter called for a weight-only change: %d calls, had %d", n, plainCalls)
 	}
 }

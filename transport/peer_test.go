@@ -447,8 +447,8 @@ func TestRingVersionMismatchIsLogged(t *testing.T) {
 					continue
 				}
 				if n != 1 || !strings.Contains(out, "peer="+who.peer.url) ||
-					!strings.Contains(out, fmt.Sprint("peer_ring_version=", who.peer.pool.Version())) {
-					t.Errorf("%s: want one warning naming %s and its version %d, got:\n%s",
+					!strings.Contains(out, fmt.Sprintf("peer_ring_version=%x", who.peer.pool.Version())) {
+					t.Errorf("%s: want one warning naming %s and its version %x, got:\n%s",
 						who.self.url, who.peer.url, who.peer.pool.Version(), out)
 				}
 			}

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -101,24 +102,57 @@ func NewPool(cfg Config) (*Pool, error) {
 func (p *Pool) Config() Config { return p.cfg }
 
 // Set replaces the membership with peers plus this node (Config.Self, always
-// a member). Peers are base URLs like Self; duplicates and trailing slashes
-// are ignored. On error the membership is unchanged.
+// a member), each of weight 1. Peers are base URLs like Self; duplicates and
+// trailing slashes are ignored. On error the membership is unchanged.
 func (p *Pool) Set(peers ...string) error {
-	members := make([]string, 0, len(peers)+1)
-	members = append(members, p.cfg.Self)
-	for _, s := range peers {
+	weights := make(map[string]int, len(peers))
+	for _, u := range peers {
+		weights[u] = 1
+	}
+	return p.SetWeighted(weights)
+}
+
+// SetWeighted replaces the membership with the peers that are weights' keys
+// plus this node (weight 1 unless weights names it): a member of weight w
+// gets w times Config.Replicas points on the ring, for nodes of unequal
+// memory. A URL given twice in different spellings keeps the larger weight.
+// It returns ErrBadPeer for a bad URL and an error wrapping
+// consistenthash.ErrBadWeight or ErrTooManyPoints for a bad weight; on error
+// the membership is unchanged. It satisfies peers.WeightedSetter (but for
+// the error, which the caller logs).
+func (p *Pool) SetWeighted(weights map[string]int) error {
+	w := map[string]int{p.cfg.Self: 1}
+	for s, weight := range weights {
 		u, err := normalizePeer(s)
 		if err != nil {
 			return err
 		}
-		members = append(members, u)
+		if u == p.cfg.Self {
+			w[u] = weight // this node's own registration says how heavy it is
+			continue
+		}
+		w[u] = max(w[u], weight)
 	}
-	slices.Sort(members)
-	members = slices.Compact(members)
+	members := slices.Sorted(maps.Keys(w))
 
+	// Members of weight 1 go in with one Add (one sort of the ring); each
+	// heavier one costs a merge of its own.
 	ring := consistenthash.New(p.cfg.Replicas, p.cfg.Hash)
-	if err := ring.Add(members...); err != nil {
+	var plain []string
+	for _, m := range members {
+		if w[m] == 1 {
+			plain = append(plain, m)
+		}
+	}
+	if err := ring.Add(plain...); err != nil {
 		return fmt.Errorf("transport: build ring: %w", err)
+	}
+	for _, m := range members {
+		if w[m] != 1 {
+			if err := ring.AddWeighted(m, w[m]); err != nil {
+				return fmt.Errorf("transport: build ring: weight of %s: %w", m, err)
+			}
+		}
 	}
 
 	p.mu.Lock()
@@ -149,9 +183,9 @@ func (p *Pool) Set(peers ...string) error {
 	p.state.Store(st)
 	p.mu.Unlock()
 	// Log after unlocking: a slog handler is the caller's code.
-	if old != nil && !slices.Equal(old.members, members) {
+	if old != nil && old.version != st.version {
 		p.cfg.Logger.Info("transport: membership changed",
-			"members", len(members), "ring_version", st.version)
+			"members", len(members), "ring_version", strconv.FormatUint(st.version, 16))
 	}
 	return nil
 }
@@ -185,7 +219,7 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 		p.seenN.Store(0)
 	}
 	p.cfg.Logger.Warn("transport: peer sees another ring",
-		"peer", peer, "ring_version", st.version, "peer_ring_version", theirs)
+		"peer", peer, "ring_version", strconv.FormatUint(st.version, 16), "peer_ring_version", strconv.FormatUint(theirs, 16))
 }
 
 // PickPeer returns the peer that owns key, and false when this node owns it.

@@ -172,3 +172,77 @@ func TestPoolVersionAgrees(t *testing.T) {
 		t.Fatal("rings with different hashes report the same version")
 	}
 }
+
+// TestPoolSetWeighted: weights shape the ring exactly as
+// consistenthash.AddWeighted does, whichever node builds it; Set is
+// SetWeighted with weight 1; a bad weight leaves the membership unchanged.
+func TestPoolSetWeighted(t *testing.T) {
+	t.Parallel()
+	weights := map[string]int{"http://a:1": 1, "http://b:2": 3, "http://c:3": 1}
+	want := consistenthash.New(DefaultReplicas, nil)
+	for u, w := range weights {
+		if err := want.AddWeighted(u, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pools []*Pool
+	for self := range weights {
+		p, err := NewPool(Config{Self: self})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := p.SetWeighted(weights); err != nil {
+			t.Fatal(err)
+		}
+		pools = append(pools, p)
+	}
+	for _, p := range pools {
+		if p.Version() != want.Version() {
+			t.Fatalf("%s: version %x, want the weighted ring's %x", p.Config().Self, p.Version(), want.Version())
+		}
+		for i := range 1000 {
+			key := fmt.Sprint("key-", i)
+			if got := p.Owner(key); got != want.Get(key) {
+				t.Fatalf("%s: owner of %q = %s, want %s", p.Config().Self, key, got, want.Get(key))
+			}
+		}
+	}
+	heavy := pools[0].Shares()["http://b:2"]
+	if heavy < 0.45 {
+		t.Fatalf("weight 3 of 5 got a share of %.2f", heavy)
+	}
+
+	p := pools[0]
+	before := p.Version()
+	if err := p.SetWeighted(map[string]int{"http://d:4": 0}); !errors.Is(err, consistenthash.ErrBadWeight) {
+		t.Fatalf("weight 0: err = %v, want ErrBadWeight", err)
+	}
+	if err := p.SetWeighted(map[string]int{"ftp://d:4": 1}); !errors.Is(err, ErrBadPeer) {
+		t.Fatalf("bad URL: err = %v, want ErrBadPeer", err)
+	}
+	if p.Version() != before {
+		t.Fatal("a refused SetWeighted changed the ring")
+	}
+
+	// Set is SetWeighted with every weight 1.
+	plain, err := NewPool(Config{Self: "http://a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ones, err := NewPool(Config{Self: "http://a:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ones.Close()
+	if err := plain.Set("http://b:2", "http://c:3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ones.SetWeighted(map[string]int{"http://b:2": 1, "http://c:3": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Version() != ones.Version() {
+		t.Fatal("Set and SetWeighted with weight 1 build different rings")
+	}
+}

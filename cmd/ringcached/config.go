@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/peers"
 )
 
 // errConfig is wrapped by every configuration error; the message after it
@@ -47,6 +48,7 @@ type Config struct {
 	MaxKeyBytes     int           // longest key accepted
 	Hash            string        // ring hash, by consistenthash.HashByName
 	Replicas        int           // ring points per node
+	Weight          int           // this node's points: Weight × Replicas
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	Groups          []GroupSpec
 }
@@ -93,6 +95,7 @@ func DefaultConfig() Config {
 		MaxKeyBytes:     250,
 		Hash:            "xxhash",
 		Replicas:        160,
+		Weight:          1,
 		ShutdownTimeout: 10 * time.Second,
 	}
 }
@@ -144,6 +147,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Hash = v; return nil }},
 	{name: "replicas", def: "160", usage: "ring points per node; the same on every node",
 		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
+	{name: "weight", def: "1", usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
+		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
 }
@@ -475,6 +480,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > consistenthash.MaxPoints {
 		return bad("replicas", "%d: want 1 to %d", c.Replicas, consistenthash.MaxPoints)
+	}
+	if c.Weight < 1 || c.Weight > peers.MaxWeight {
+		return bad("weight", "%d: want 1 to %d", c.Weight, peers.MaxWeight)
+	}
+	// Any member may be the heaviest: its points must fit on the ring.
+	if c.Replicas > consistenthash.MaxPoints/peers.MaxWeight && len(c.Etcd) > 0 {
+		return bad("replicas", "%d: with etcd at most %d, so that a member of weight %d fits", c.Replicas, consistenthash.MaxPoints/peers.MaxWeight, peers.MaxWeight)
+	}
+	if c.Weight != 1 && len(c.Etcd) == 0 {
+		return bad("weight", "needs -etcd: static members all weigh 1")
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)

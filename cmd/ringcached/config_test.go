@@ -129,7 +129,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		Listen: "127.0.0.1:8181", PeerListen: ":9181", PeerURL: "http://node-a:9181",
 		Peers: []string{"http://a:8080", "http://b:8080"}, Cluster: "default", NodeID: "node-a",
 		LeaseTTL: 5 * time.Second, HoldDown: 0, Secret: "0123456789abcdef", ConfigFile: file,
-		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, ShutdownTimeout: 3 * time.Second,
+		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
 		Groups: []GroupSpec{
 			{Name: "a", Origin: "demo", Bytes: defaultGroupBytes, DemoSize: 256, DemoLatency: 20 * time.Millisecond},
 			{Name: "b", Origin: "demo", Bytes: defaultGroupBytes, HotBytes: -1},
@@ -164,6 +164,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "zero max key", args: []string{"-group", demoGroup, "-max-key-bytes", "0"}, want: []string{"max-key-bytes"}},
 		{name: "unknown hash", args: []string{"-group", demoGroup, "-hash", "sha1"}, want: []string{"hash", "xxhash"}},
 		{name: "zero replicas", args: []string{"-group", demoGroup, "-replicas", "0"}, want: []string{"replicas"}},
+		{name: "zero weight", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-weight", "0"}, want: []string{"weight"}},
+		{name: "static weight", args: []string{"-group", demoGroup, "-weight", "2"}, want: []string{"weight", "-etcd"}},
+		{name: "heavy replicas", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-replicas", "5000"}, want: []string{"replicas", "1048"}},
 		{name: "zero shutdown", args: []string{"-group", demoGroup, "-shutdown-timeout", "0s"}, want: []string{"shutdown-timeout"}},
 		{name: "log level", args: []string{"-group", demoGroup, "-log-level", "loud"}, want: []string{"log-level", "loud"}},
 		{name: "log format", args: []string{"-group", demoGroup, "-log-format", "xml"}, want: []string{"log-format"}},

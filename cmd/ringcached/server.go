@@ -216,18 +216,25 @@ func (n *node) serve(lns []net.Listener) error {
 	return nil
 }
 
-// poolSetter adapts the Pool to peers.Setter, which has no error to return:
-// a peer URL the Pool refuses was already checked by peers, so an error here
-// is logged and the last good ring stays.
+// poolSetter adapts the Pool to peers.Setter and peers.WeightedSetter,
+// which have no error to return: a peer URL the Pool refuses was already
+// checked by peers, so an error here is logged and the last good ring stays.
 type poolSetter struct {
 	pool    *transport.Pool
 	log     *slog.Logger
 	changed chan<- struct{}
 }
 
+var _ peers.WeightedSetter = poolSetter{}
+
 // Set replaces the ring's members (the Pool logs the change).
-func (s poolSetter) Set(urls ...string) {
-	if err := s.pool.Set(urls...); err != nil {
+func (s poolSetter) Set(urls ...string) { s.applied(s.pool.Set(urls...)) }
+
+// SetWeighted replaces the ring's members and their weights.
+func (s poolSetter) SetWeighted(weights map[string]int) { s.applied(s.pool.SetWeighted(weights)) }
+
+func (s poolSetter) applied(err error) {
+	if err != nil {
 		s.log.Error("membership change refused", "err", err)
 		return
 	}
@@ -254,6 +261,7 @@ func (n *node) join(ctx context.Context) error {
 	pc.PeerURL = n.self
 	pc.TTL = n.cfg.LeaseTTL
 	pc.HoldDown = n.cfg.HoldDown
+	pc.Weight = n.cfg.Weight
 	pc.Logger = n.baseLog
 	pc.Setter = setter
 	reg, err := peers.New(ctx, pc)

@@ -9,12 +9,10 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/golang/groupcache/groupcachepb"
-	"github.com/golang/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -167,48 +165,44 @@ func statusError(res *http.Response) error {
 	return ErrPeerStatus
 }
 
-var bufferPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledBuffer bounds the buffers decodeValue returns to bufferPool: a
-// pooled buffer keeps its largest size, and one large value would otherwise
-// leave every pooled buffer that large, outside any group's MaxBytes.
-const maxPooledBuffer = 64 << 10
-
 // decodeValue reads a GetResponse body and the X-Ringcache headers. A
-// groupcache peer sends none of them: the value then has no expiry and no
-// content type.
+// groupcache peer sends none of the headers: the value then has no expiry
+// and no content type. The body is read once into a slice of its exact size
+// and the value is a subslice of it: no second copy, and no spare capacity
+// that the cache's byte accounting would not see.
 func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
 	if res.ContentLength > limit {
 		return cache.Value{}, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
 	}
-	b := bufferPool.Get().(*bytes.Buffer)
-	defer func() {
-		if b.Cap() <= maxPooledBuffer {
-			bufferPool.Put(b)
+	var body []byte
+	if res.ContentLength >= 0 {
+		body = make([]byte, res.ContentLength)
+		if _, err := io.ReadFull(res.Body, body); err != nil {
+			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
 		}
-	}()
-	b.Reset()
-	if res.ContentLength > 0 {
-		b.Grow(int(res.ContentLength))
+	} else {
+		// One byte past the limit tells a body that is too long from one
+		// that is exactly as long as allowed.
+		var err error
+		body, err = io.ReadAll(io.LimitReader(res.Body, limit+1))
+		if err != nil {
+			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
+		}
+		if int64(len(body)) > limit {
+			return cache.Value{}, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
+		}
 	}
-	// One byte past the limit tells a body that is too long from one that
-	// is exactly as long as allowed.
-	if _, err := b.ReadFrom(io.LimitReader(res.Body, limit+1)); err != nil {
-		return cache.Value{}, fmt.Errorf("reading response body: %w", err)
-	}
-	if int64(b.Len()) > limit {
-		return cache.Value{}, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
-	}
-	// proto.Unmarshal copies bytes fields, so the pooled buffer can be reused.
-	var msg groupcachepb.GetResponse
-	if err := proto.Unmarshal(b.Bytes(), &msg); err != nil {
+	data, err := getResponseValue(body)
+	if err != nil {
 		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	if res.ContentLength < 0 {
+		data = bytes.Clone(data) // io.ReadAll leaves spare capacity
 	}
 	exp, err := parseExpires(res.Header.Get(hdrExpires))
 	if err != nil {
 		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
 	}
-	data := msg.Value
 	if data == nil {
 		data = []byte{}
 	}
@@ -218,6 +212,40 @@ func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
 		Expires:     exp,
 		NoStore:     res.Header.Get(hdrNoStore) != "",
 	}, nil
+}
+
+// getResponseValue returns the value field of an encoded
+// groupcachepb.GetResponse as a subslice of msg (capped, so that appending
+// to it cannot write into msg). Other fields (groupcache's minute_qps) are
+// skipped; a repeated value field keeps the last one, as proto.Unmarshal
+// does.
+func getResponseValue(msg []byte) ([]byte, error) {
+	var value []byte
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		if !num.IsValid() { // ConsumeTag lets numbers up to 2^31 through
+			return nil, fmt.Errorf("invalid field number %d", num)
+		}
+		msg = msg[n:]
+		if num == getResponseValueField && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(msg)
+			if n < 0 {
+				return nil, protowire.ParseError(n)
+			}
+			value = v[:len(v):len(v)]
+			msg = msg[n:]
+			continue
+		}
+		n = protowire.ConsumeFieldValue(num, typ, msg)
+		if n < 0 {
+			return nil, protowire.ParseError(n)
+		}
+		msg = msg[n:]
+	}
+	return value, nil
 }
 
 // setValueHeaders writes what a Value carries besides its bytes.

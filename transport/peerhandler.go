@@ -155,11 +155,15 @@ func readValue(w http.ResponseWriter, r *http.Request, max int64) (cache.Value, 
 	return cache.Value{Data: data}, nil
 }
 
+// getResponseValueField is the field number of groupcachepb.GetResponse's
+// value (bytes).
+const getResponseValueField protowire.Number = 1
+
 // getResponsePrefix returns the bytes of a groupcachepb.GetResponse that
-// precede a value of n bytes: the tag of field 1 (value, length-delimited)
+// precede a value of n bytes: the tag of its value field (length-delimited)
 // and the length.
 func getResponsePrefix(n int) []byte {
 	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n)))
-	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendTag(b, getResponseValueField, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(n))
 }

@@ -351,3 +351,72 @@ func TestEncodeGetResponse(t *testing.T) {
 		}
 	}
 }
+
+// TestGetResponseValue: the hand decoder reads what proto.Marshal writes,
+// with groupcache's other field and with repeated values, and refuses
+// truncated or malformed messages as proto.Unmarshal does.
+func TestGetResponseValue(t *testing.T) {
+	t.Parallel()
+	qps := 12.5
+	for _, msg := range []*groupcachepb.GetResponse{
+		{},
+		{Value: []byte{}},
+		{Value: []byte("v")},
+		{Value: bytes.Repeat([]byte{0xcd}, 70000)},
+		{Value: []byte("with qps"), MinuteQps: &qps},
+	} {
+		enc, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := getResponseValue(enc)
+		if err != nil || !bytes.Equal(got, msg.Value) {
+			t.Fatalf("%d-byte value: got %d bytes, %v", len(msg.Value), len(got), err)
+		}
+		if len(got) > 0 && cap(got) != len(got) {
+			t.Fatalf("value has spare capacity %d > %d: appending would write into the body", cap(got), len(got))
+		}
+	}
+	// The last of repeated value fields wins, as in proto.Unmarshal.
+	two := append(append(getResponsePrefix(3), "one"...), append(getResponsePrefix(3), "two"...)...)
+	if got, err := getResponseValue(two); err != nil || string(got) != "two" {
+		t.Fatalf("repeated value: %q, %v", got, err)
+	}
+	good, _ := proto.Marshal(&groupcachepb.GetResponse{Value: []byte("value")})
+	for _, bad := range [][]byte{
+		good[:len(good)-1], // truncated value
+		good[:1],           // tag without a length
+		{0x0a, 0xff},       // unterminated length varint
+		{0xff, 0xff, 0xff}, // unterminated tag
+		{0x0b},             // a start-group tag with no end
+	} {
+		if _, err := getResponseValue(bad); err == nil {
+			t.Fatalf("%x: no error", bad)
+		}
+		var msg groupcachepb.GetResponse
+		if proto.Unmarshal(bad, &msg) == nil {
+			t.Fatalf("%x: proto.Unmarshal accepts it, so the hand decoder should too", bad)
+		}
+	}
+}
+
+// FuzzGetResponseValue: the hand decoder and proto.Unmarshal agree on every
+// input, value and error alike.
+func FuzzGetResponseValue(f *testing.F) {
+	qps := 1.0
+	for _, m := range []*groupcachepb.GetResponse{{Value: []byte("seed")}, {Value: []byte("q"), MinuteQps: &qps}} {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := getResponseValue(b)
+		var msg groupcachepb.GetResponse
+		perr := proto.Unmarshal(b, &msg)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("%x: hand decoder err %v, proto.Unmarshal err %v", b, err, perr)
+		}
+		if err == nil && !bytes.Equal(got, msg.Value) {
+			t.Fatalf("%x: hand decoder %x, proto.Unmarshal %x", b, got, msg.Value)
+		}
+	})
+}

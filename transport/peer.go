@@ -75,8 +75,17 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 		}
 	}()
 
-	if until := pe.downUntil.Load(); until != 0 && p.now().UnixNano() < until {
-		return ErrPeerDown
+	if until := pe.downUntil.Load(); until != 0 {
+		now := p.now().UnixNano()
+		if now < until {
+			return ErrPeerDown
+		}
+		// The window is over: one request probes the peer while the others
+		// go on skipping it until the probe's dial ends, rather than all of
+		// them waiting on a dead address again.
+		if !pe.downUntil.CompareAndSwap(until, now+int64(p.cfg.DialTimeout)) {
+			return ErrPeerDown
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.PeerTimeout)
 	defer cancel()

@@ -504,9 +504,23 @@ func TestUnreachablePeerIsSkipped(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
+	// After the window one request probes the peer; the others keep
+	// skipping it until that probe has ended.
 	now = now.Add(time.Minute + time.Second)
+	probe := pe.(*peer)
+	until := probe.downUntil.Load()
+	if !probe.downUntil.CompareAndSwap(until, now.Add(time.Minute).UnixNano()) {
+		t.Fatal("downUntil changed under the test")
+	}
+	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("fetch while another request probes: err = %v, want ErrPeerDown", err)
+	}
+	probe.downUntil.Store(until) // as if the probe had not started yet
 	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, cache.ErrNotFound) {
-		t.Fatalf("fetch after the window: err = %v, want the peer's answer (not found)", err)
+		t.Fatalf("probe after the window: err = %v, want the peer's answer (not found)", err)
+	}
+	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("fetch after a good probe: err = %v, want the peer's answer (not found)", err)
 	}
 }
 

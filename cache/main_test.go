@@ -7,50 +7,17 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"os"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the run if a goroutine started by this package outlives the
-// tests: loads and fetches run on their own goroutines, which a test must let
-// finish.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := waitForLeaks(5 * time.Second); len(leaked) > 0 {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n\n%s\n", strings.Join(leaked, "\n\n"))
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// waitForLeaks polls until no goroutine runs code of this package (other
-// than TestMain itself) or d has passed, and returns the ones left. Polling
-// is the only way to wait here: nothing signals a goroutine's exit.
-func waitForLeaks(d time.Duration) []string {
-	deadline := time.Now().Add(d)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var leaked []string
-		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "ringcache/ringcache/cache.") &&
-				!strings.Contains(g, "cache.TestMain") && !strings.Contains(g, "cache.waitForLeaks") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return leaked
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// TestMain fails the run if a goroutine outlives the tests: loads and
+// fetches run on their own goroutines, which a test must let finish.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // origin is a fake origin that counts its loads per key and per node.
 type origin struct {

@@ -327,13 +327,13 @@ func TestCloseStopsEverything(t *testing.T) {
 	// Every goroutine of a Registry is started by New (not yet started, its frame is New's
 	// gowrap closure rather than the method).
 	const mine = "created by github.com/ringcache/ringcache/peers.New"
-	if len(interestingGoroutines(mine)) == 0 {
-		t.Fatalf("found no Registry goroutine while running: the check below would prove nothing\n%s", interestingGoroutines(""))
+	if len(goroutinesCreatedBy(mine)) == 0 {
+		t.Fatal("found no Registry goroutine while running: the check below would prove nothing")
 	}
 	if err := n.r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if gs := interestingGoroutines(mine); len(gs) > 0 {
+	if gs := goroutinesCreatedBy(mine); len(gs) > 0 {
 		t.Errorf("still running after Close:\n%s", gs)
 	}
 	if err := n.r.Close(); err != nil {

@@ -3,13 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
-	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,46 +13,12 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
 )
 
-// TestMain fails the run if goroutines of ours or HTTP connections outlive
-// the tests: every node, cluster and server must be stopped by its test.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaked := waitForLeaks(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaked)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// waitForLeaks returns the stacks of leaked goroutines, or "" once there are
-// none; closing is asynchronous, so it waits up to d for them to end.
-func waitForLeaks(d time.Duration) string {
-	deadline := time.Now().Add(d)
-	for {
-		var leaked []string
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "ringcache/") && !strings.Contains(g, "TestMain") ||
-				strings.Contains(g, "go.etcd.io/etcd/server") ||
-				strings.Contains(g, "net/http.(*conn).serve") ||
-				strings.Contains(g, "net/http/httptest.(*Server)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return ""
-		}
-		if time.Now().After(deadline) {
-			return strings.Join(leaked, "\n\n")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// TestMain fails the run if goroutines or HTTP connections outlive the
+// tests: every node, cluster and server must be stopped by its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // output is a goroutine-safe stdout for run that lets a test wait for a
 // line: the daemon's logs and dev mode's banner are how it tells the world

@@ -49,7 +49,16 @@ func (s *sketch) indexes(key string) [sketchDepth]uint32 {
 
 // add counts one request for key and returns key's estimated count,
 // including this request.
-func (s *sketch) add(key string) int {
+func (s *sketch) add(key string) int { return s.count(key, true) }
+
+// estimate returns key's estimated count without counting a request.
+func (s *sketch) estimate(key string) int { return s.count(key, false) }
+
+// count returns key's estimated count (the smallest of its counters), first
+// counting one request if add: a conservative update, which raises only the
+// counters below the new estimate, so that keys sharing a counter inflate
+// each other less.
+func (s *sketch) count(key string, add bool) int {
 	ix := s.indexes(key)
 	now := time.Now()
 	s.mu.Lock()
@@ -58,6 +67,9 @@ func (s *sketch) add(key string) int {
 	low := uint8(255)
 	for i, j := range ix {
 		low = min(low, s.rows[i][j])
+	}
+	if !add {
+		return int(low)
 	}
 	if low < 255 {
 		low++
@@ -66,20 +78,6 @@ func (s *sketch) add(key string) int {
 		if s.rows[i][j] < low {
 			s.rows[i][j] = low
 		}
-	}
-	return int(low)
-}
-
-// estimate returns key's estimated count without counting a request.
-func (s *sketch) estimate(key string) int {
-	ix := s.indexes(key)
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.age(now)
-	low := uint8(255)
-	for i, j := range ix {
-		low = min(low, s.rows[i][j])
 	}
 	return int(low)
 }

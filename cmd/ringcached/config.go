@@ -520,6 +520,10 @@ func (g *GroupSpec) validate() error {
 	if !validName(g.Name, "._-", 128) {
 		return fmt.Errorf("name %q: want 1 to 128 of [A-Za-z0-9._-]", g.Name)
 	}
+	if g.Name == "." || g.Name == ".." {
+		// Routers clean /cache/../k: no request could reach the group.
+		return fmt.Errorf("name %q: not a path segment a URL can keep", g.Name)
+	}
 	// Fields of another origin are refused, not ignored: a url given to a
 	// dir group is a mistake the operator wants to hear about.
 	notFor := func(field string, set bool) error {

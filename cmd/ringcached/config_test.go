@@ -187,6 +187,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "group env", env: map[string]string{"RINGCACHE_GROUP": "name=a,origin=demo;name=b,origin=demo,ttl=x"}, want: []string{"RINGCACHE_GROUP #2", "ttl"}},
 		{name: "group no name", args: []string{"-group", "origin=demo"}, want: []string{"group #1", "name"}},
 		{name: "group bad name", args: []string{"-group", "name=a/b,origin=demo"}, want: []string{`group "a/b"`, "name"}},
+		// /cache/../k and /cache/./k are cleaned by every router: unreachable.
+		{name: "group dot-dot name", args: []string{"-group", "name=..,origin=demo"}, want: []string{`group ".."`, "name"}},
+		{name: "group dot name", args: []string{"-group", "name=.,origin=demo"}, want: []string{`group "."`, "name"}},
 		{name: "group no origin", args: []string{"-group", "name=a"}, want: []string{`group "a"`, "origin: required"}},
 		{name: "group bad origin", args: []string{"-group", "name=a,origin=s3"}, want: []string{"origin", "s3"}},
 		{name: "group duplicate", args: []string{"-group", demoGroup, "-group", demoGroup}, want: []string{`group "demo"`, "used by another group"}},

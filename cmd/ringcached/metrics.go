@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,10 @@ type metrics struct {
 	originDuration *prometheus.HistogramVec // group, outcome
 	peerRequests   *prometheus.CounterVec   // peer, op, outcome
 	peerDuration   *prometheus.HistogramVec // peer, op
+
+	// peersSeen holds the peer label values in use (a set of URLs), so
+	// that forgetPeers finds the series of peers that left.
+	peersSeen sync.Map
 }
 
 // latencyBuckets span a loopback hit (100µs) to a slow origin (10s).
@@ -66,6 +72,32 @@ func (m *metrics) handler() http.Handler {
 func (m *metrics) observePeer(peer, op string, d time.Duration, err error) {
 	m.peerRequests.WithLabelValues(peer, op, peerOutcome(err)).Inc()
 	m.peerDuration.WithLabelValues(peer, op).Observe(d.Seconds())
+	// After the series, so that a peer with series is always in peersSeen
+	// (see forgetPeers).
+	if _, ok := m.peersSeen.Load(peer); !ok {
+		m.peersSeen.Store(peer, struct{}{})
+	}
+}
+
+// forgetPeers deletes the series of every peer not in members. The peer
+// label comes from the membership, which is unbounded over time (a container
+// gets a new name on each restart), so the series of departed peers must
+// go. A request to a departed peer may end during the deletion; because
+// observePeer writes its series before it looks at peersSeen, either the
+// deletion comes after the series (1: observe counts b, finds b seen;
+// 2: forget drops b from peersSeen, deletes b's series), or b is stored
+// again (1: forget drops b; 2: observe counts b, stores b) and the next
+// change deletes it: no series is left that peersSeen does not hold.
+func (m *metrics) forgetPeers(members []string) {
+	m.peersSeen.Range(func(k, _ any) bool {
+		peer := k.(string)
+		if !slices.Contains(members, peer) {
+			m.peersSeen.Delete(peer)
+			m.peerRequests.DeletePartialMatch(prometheus.Labels{"peer": peer})
+			m.peerDuration.DeletePartialMatch(prometheus.Labels{"peer": peer})
+		}
+		return true
+	})
 }
 
 func peerOutcome(err error) string {

@@ -47,8 +47,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	log.Info("starting", "listen", cfg.Listen, "peer_listen", cfg.PeerListen, "etcd", strings.Join(cfg.Etcd, ","), "peers", len(cfg.Peers), "config", cfg.ConfigFile, "signed", cfg.Secret != "")
 	n, err := startNode(ctx, cfg, log)
 	if err != nil {
-		log.Error("start failed", "err", err)
-		return err
+		return err // main prints it: logged too, it would show twice
 	}
 	return n.wait(ctx)
 }

@@ -36,6 +36,7 @@ type node struct {
 	reg     atomic.Pointer[peers.Registry] // nil with static membership
 
 	isReady atomic.Bool
+	joined  atomic.Bool // set once the ring is built; a stop leaves it set
 	servers []*http.Server
 	addrs   []net.Addr    // of the public listener, then the peer one if any
 	errc    chan error    // a server that failed
@@ -119,13 +120,18 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	lns = nil // the servers own them now
 	defer func() {
 		if err != nil {
-			n.stop(context.Background())
+			// Bounded like any stop: a request that came in while the node
+			// was joining must not hold a failed start up.
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			defer cancel()
+			n.stop(ctx)
 		}
 	}()
 
 	if err := n.join(ctx); err != nil {
 		return nil, err
 	}
+	n.joined.Store(true)
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
 	return n, nil
@@ -186,7 +192,7 @@ func (n *node) serve(lns []net.Listener) error {
 	peerHandler := n.pool.PeerHandler(n.cache)
 
 	mux := http.NewServeMux()
-	mux.Handle(transport.PublicPrefix, public)
+	mux.Handle(transport.PublicPrefix, n.untilJoined(public))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")
@@ -216,6 +222,23 @@ func (n *node) serve(lns []net.Listener) error {
 	return nil
 }
 
+// untilJoined answers 503 for h until the node has joined. Before that its
+// ring holds only itself: it would load every key as the owner and keep in
+// its main cache copies that the real owner's PUT or DELETE never reaches.
+// A stop does not turn it back: requests keep being served while peers
+// learn that the node left. The peer routes are not guarded: a peer asks
+// this node only for keys that this node owns in that peer's ring.
+func (n *node) untilJoined(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !n.joined.Load() {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "not ready: joining the cluster", http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // poolSetter adapts the Pool to peers.Setter and peers.WeightedSetter,
 // which have no error to return: a peer URL the Pool refuses was already
 // checked by peers, so an error here is logged and the last good ring stays.
@@ -223,6 +246,7 @@ type poolSetter struct {
 	pool    *transport.Pool
 	log     *slog.Logger
 	changed chan<- struct{}
+	forget  func(members []string) // drops the metrics of peers not in members
 }
 
 var _ peers.WeightedSetter = poolSetter{}
@@ -238,16 +262,23 @@ func (s poolSetter) applied(err error) {
 		s.log.Error("membership change refused", "err", err)
 		return
 	}
+	s.forget(s.pool.Members())
 	select {
 	case s.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
 	}
 }
 
+// setter returns the peers.Setter that feeds membership changes to the
+// Pool, to awaitMembers and to the metrics.
+func (n *node) setter() poolSetter {
+	return poolSetter{pool: n.pool, log: n.log, changed: n.changed, forget: n.metrics.forgetPeers}
+}
+
 // join registers the node in etcd, or sets the static member list, and
 // returns once the ring is built.
 func (n *node) join(ctx context.Context) error {
-	setter := poolSetter{pool: n.pool, log: n.log, changed: n.changed}
+	setter := n.setter()
 	if len(n.cfg.Etcd) == 0 {
 		if _, err := peers.Static(setter, n.self, n.cfg.Peers...); err != nil {
 			return fmt.Errorf("%w: peers: %v", errConfig, err)
@@ -295,15 +326,14 @@ func (n *node) wait(ctx context.Context) error {
 	if reg := n.reg.Load(); reg != nil {
 		regDone = reg.Done()
 	}
+	// A failure is returned, not logged: main prints it after the stop.
 	var err error
 	select {
 	case <-ctx.Done():
 		n.log.Info("shutdown requested", "cause", context.Cause(ctx))
 	case err = <-n.errc:
-		n.log.Error("server failed", "err", err)
 	case <-regDone:
 		err = errors.New("ringcached: the etcd registry stopped")
-		n.log.Error("membership lost", "err", err)
 	}
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.ShutdownTimeout)
 	defer cancel()

@@ -411,3 +411,140 @@ func TestRunCommands(t *testing.T) {
 		t.Errorf("dev -log-level loud: %v, want errConfig", err)
 	}
 }
+
+// freeAddr returns a loopback address with a port that was free a moment
+// ago, for a test that must know a node's address before startNode returns.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestStartFailureBounded checks that a start that fails after the
+// listeners serve (here the context ends while the node joins etcd) takes
+// down what it started within -shutdown-timeout, even with a request in
+// flight that would run for a minute.
+func TestStartFailureBounded(t *testing.T) {
+	t.Parallel()
+	up := newBlockingOrigin(t)
+	cfg := DefaultConfig()
+	cfg.Listen = freeAddr(t)
+	cfg.Etcd = []string{"http://127.0.0.1:1"} // nothing there: the join waits for ctx
+	cfg.LeaseTTL = time.Minute
+	cfg.ShutdownTimeout = 200 * time.Millisecond
+	cfg.Groups = []GroupSpec{{Name: "slow", Origin: originHTTP, URL: up.URL + "/{key}", Timeout: time.Minute, LoadTimeout: time.Minute}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan error, 1)
+	returned := make(chan struct{}) // closed when startNode returns
+	go func() {
+		defer close(returned)
+		n, err := startNode(ctx, cfg, slog.New(slog.DiscardHandler))
+		if err == nil {
+			n.stop(context.Background())
+			err = errors.New("startNode succeeded")
+		}
+		started <- err
+	}()
+
+	requested := make(chan struct{})
+	go func() {
+		defer close(requested)
+		// The listener opens a moment after startNode begins; retry until
+		// it accepts. The answer does not matter: it is cut off.
+		for range 500 {
+			// The peer route: the public one answers 503 until the join.
+			resp, err := http.Get("http://" + cfg.Listen + "/_groupcache/slow/k")
+			if err == nil {
+				resp.Body.Close()
+				return
+			}
+			select {
+			case <-returned:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	select {
+	case <-up.arrived: // the request is in flight, waiting for the origin
+	case <-returned:
+		t.Fatalf("startNode returned before a request reached the origin: %v", <-started)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no request reached the origin")
+	}
+	cancel()
+	select {
+	case err := <-started:
+		if err == nil || !errors.Is(err, context.Canceled) {
+			t.Errorf("startNode = %v, want the context's cancellation", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("startNode did not return 10s after its context ended: the failed start waits for requests without a bound")
+	}
+	up.unblock()
+	<-requested
+}
+
+// TestNoPublicGetsBeforeJoin checks that the public API answers 503 while
+// the node joins: with a ring of itself alone, it would load every key as
+// its owner and keep in its main cache copies that the real owner's PUT or
+// DELETE never reaches.
+func TestNoPublicGetsBeforeJoin(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Listen = freeAddr(t)
+	cfg.Etcd = []string{"http://127.0.0.1:1"} // nothing there: the join waits for ctx
+	cfg.LeaseTTL = time.Minute
+	cfg.ShutdownTimeout = time.Second
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	returned := make(chan struct{})
+	go func() {
+		defer close(returned)
+		if n, err := startNode(ctx, cfg, slog.New(slog.DiscardHandler)); err == nil {
+			n.stop(context.Background())
+		}
+	}()
+	base := "http://" + cfg.Listen
+	var resp *http.Response
+	for range 500 { // the listener opens a moment after startNode begins
+		var err error
+		if resp, err = http.Get(base + "/cache/demo/k"); err == nil {
+			break
+		}
+		select {
+		case <-returned:
+			t.Fatal("startNode returned while joining")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if resp == nil {
+		t.Fatal("the node never listened")
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET while joining = %d, want 503", resp.StatusCode)
+	}
+	var loads map[string]origin.DemoLoads
+	getJSON(t, base+"/debug/origin", &loads)
+	if n := loads["demo"].Loads; n != 0 {
+		t.Errorf("%d origin loads while joining, want 0", n)
+	}
+	if status, _ := get(t, base+"/healthz"); status != http.StatusOK {
+		t.Errorf("/healthz while joining = %d, want 200", status)
+	}
+	cancel()
+	<-returned
+}

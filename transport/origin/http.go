@@ -22,8 +22,10 @@ type HTTPConfig struct {
 	// URL is the template of the upstream URL. "{group}" and "{key}" are
 	// replaced by the group name and the key, path-escaped before the first
 	// '?' and query-escaped after it, so a key with '/', '?' or '&' cannot
-	// change the URL's structure. Required: an http or https URL with a host
-	// that contains "{key}".
+	// change the URL's structure; where "{key}" is in the path, the keys "."
+	// and ".." are refused with a *KeyError, since the upstream would resolve
+	// them as dot segments. Required: an http or https URL with a host that
+	// contains "{key}".
 	URL string
 	// Group is the name put in place of "{group}".
 	Group string
@@ -44,11 +46,13 @@ type HTTPConfig struct {
 // cache.ErrNotFound; any other status outside 2xx is a *StatusError. The
 // upstream's Content-Type is kept, and its Cache-Control (RFC 9111, as a
 // shared cache reads it) sets the value's expiry: s-maxage, else max-age,
-// minus Age; no-store, no-cache, private and a zero lifetime mark the value
-// NoStore. Without either, an Expires header is used; without any, the
-// group's TTL applies. HTTP is safe for concurrent use.
+// minus Age; no-store, no-cache, private, a zero lifetime and an invalid or
+// conflicting max-age or s-maxage mark the value NoStore. Without either
+// directive, an Expires header is used; without any, the group's TTL
+// applies. HTTP is safe for concurrent use.
 type HTTP struct {
 	pathPart, queryPart string // the template split at its first '?'
+	keyInPath           bool   // pathPart has "{key}"
 	group               string
 	timeout             time.Duration
 	maxBytes            int64
@@ -73,6 +77,10 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	if u.Host == "" {
 		return nil, configError("url %q: no host", cfg.URL)
+	}
+	if strings.Contains(cfg.URL, "#") {
+		// A fragment is not sent: keys in it would all ask for one URL.
+		return nil, configError("url %q: a fragment is not sent to the upstream", cfg.URL)
 	}
 	// A placeholder in the scheme or host would let a key pick the server.
 	authorityEnd := strings.Index(cfg.URL, "://") + 3
@@ -101,6 +109,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if strings.Contains(cfg.URL, "?") {
 		h.queryPart = "?" + h.queryPart
 	}
+	h.keyInPath = strings.Contains(h.pathPart, "{key}")
 	if h.timeout == 0 {
 		h.timeout = 10 * time.Second
 	}
@@ -117,6 +126,12 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 
 // Get fetches key from the upstream.
 func (h *HTTP) Get(ctx context.Context, key string) (cache.Value, error) {
+	// Escaping cannot help here: "%2E%2E" is ".." to RFC 3986 normalization
+	// and to servers that decode before they clean the path (net/http's
+	// ServeMux does), so "/v/{key}" would become "/", outside the template.
+	if h.keyInPath && (key == "." || key == "..") {
+		return cache.Value{}, &KeyError{Key: key, Reason: "a dot segment in the upstream path"}
+	}
 	u := h.url(key)
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
@@ -179,6 +194,18 @@ func drain(r io.Reader) { _, _ = io.CopyN(io.Discard, r, 4<<10) }
 func freshness(h http.Header, now time.Time) (expires time.Time, noStore bool) {
 	var maxAge, sMaxAge time.Duration
 	haveMaxAge, haveSMaxAge := false, false
+	// directive records a delta-seconds directive. RFC 9111 section 4.2.1:
+	// invalid freshness information (max-age=-1, max-age=soon) and
+	// conflicting repeats are stale, not absent; read as absent, the group's
+	// TTL (possibly "until evicted") would keep what the upstream meant to
+	// expire at once.
+	directive := func(d *time.Duration, have *bool, arg string) {
+		n, ok := seconds(arg)
+		if !ok || *have && n != *d {
+			noStore = true
+		}
+		*d, *have = n, true
+	}
 	for _, line := range h.Values("Cache-Control") {
 		for d := range strings.SplitSeq(line, ",") {
 			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
@@ -190,13 +217,9 @@ func freshness(h http.Header, now time.Time) (expires time.Time, noStore bool) {
 				// forbids shared caches.
 				noStore = true
 			case "max-age":
-				if n, ok := seconds(arg); ok {
-					maxAge, haveMaxAge = n, true
-				}
+				directive(&maxAge, &haveMaxAge, arg)
 			case "s-maxage":
-				if n, ok := seconds(arg); ok {
-					sMaxAge, haveSMaxAge = n, true
-				}
+				directive(&sMaxAge, &haveSMaxAge, arg)
 			}
 		}
 	}

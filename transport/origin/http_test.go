@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ func TestNewHTTPRejects(t *testing.T) {
 		{"no host", HTTPConfig{URL: "http:///{key}"}, "no host"},
 		{"key in host", HTTPConfig{URL: "http://{key}.example/"}, "after the host"},
 		{"group in host", HTTPConfig{URL: "http://{group}:80/{key}"}, "after the host"},
+		// A fragment is never sent: every key would ask for the same URL.
+		{"key in fragment", HTTPConfig{URL: "http://h/x#{key}"}, "fragment"},
 		{"negative timeout", HTTPConfig{URL: "http://h/{key}", Timeout: -time.Second}, "timeout"},
 		{"negative max bytes", HTTPConfig{URL: "http://h/{key}", MaxBytes: -1}, "max bytes"},
 	}
@@ -79,6 +82,53 @@ func TestHTTPEscapesKey(t *testing.T) {
 					t.Errorf("upstream saw %q, want %q", v.Data, want)
 				}
 			})
+		}
+	}
+}
+
+// TestHTTPDotKeys checks that a key cannot be a dot segment of the upstream
+// path: "/v/{key}" with ".." would be "/v/..", which the upstream (and any
+// proxy) resolves to "/", a resource outside the template. In a query the
+// dots are plain data.
+func TestHTTPDotKeys(t *testing.T) {
+	t.Parallel()
+	var requests []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests = append(requests, r.URL.RequestURI())
+		mu.Unlock()
+		fmt.Fprint(w, "upstream saw "+r.URL.RequestURI())
+	}))
+	t.Cleanup(srv.Close)
+	path, err := NewHTTP(HTTPConfig{URL: srv.URL + "/v/{key}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	query, err := NewHTTP(HTTPConfig{URL: srv.URL + "/q?k={key}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{".", ".."} {
+		v, err := path.Get(t.Context(), key)
+		var ke *KeyError
+		if !errors.As(err, &ke) || !errors.Is(err, cache.ErrBadKey) {
+			t.Errorf("path template, key %q: got %q, %v; want a *KeyError", key, v.Data, err)
+		}
+		v, err = query.Get(t.Context(), key)
+		if want := "upstream saw /q?k=" + key; err != nil || string(v.Data) != want {
+			t.Errorf("query template, key %q: got %q, %v; want %q", key, v.Data, err, want)
+		}
+	}
+	// Dots inside a key are data, and stay in one segment.
+	if v, err := path.Get(t.Context(), "..."); err != nil || string(v.Data) != "upstream saw /v/..." {
+		t.Errorf(`key "...": got %q, %v`, v.Data, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range requests {
+		if !strings.HasPrefix(r, "/v/...") && !strings.HasPrefix(r, "/q?") {
+			t.Errorf("the upstream was asked for %q", r)
 		}
 	}
 }
@@ -225,8 +275,16 @@ func TestFreshness(t *testing.T) {
 		{"no-store", http.Header{"Cache-Control": {"max-age=60, no-store"}}, time.Time{}, true},
 		{"no-cache", http.Header{"Cache-Control": {"no-cache"}}, time.Time{}, true},
 		{"private", http.Header{"Cache-Control": {"private, max-age=60"}}, time.Time{}, true},
-		{"bad max-age ignored", http.Header{"Cache-Control": {"max-age=soon"}}, time.Time{}, false},
-		{"negative max-age ignored", http.Header{"Cache-Control": {"max-age=-5"}}, time.Time{}, false},
+		// RFC 9111 section 4.2.1: invalid freshness information is stale;
+		// falling back to the group's TTL (maybe "forever") would keep
+		// what the upstream meant not to be kept.
+		{"bad max-age is stale", http.Header{"Cache-Control": {"max-age=soon"}}, time.Time{}, true},
+		{"negative max-age is stale", http.Header{"Cache-Control": {"max-age=-5"}}, time.Time{}, true},
+		{"empty max-age is stale", http.Header{"Cache-Control": {"max-age"}}, time.Time{}, true},
+		{"fractional max-age is stale", http.Header{"Cache-Control": {"max-age=1.5"}}, time.Time{}, true},
+		{"bad s-maxage is stale", http.Header{"Cache-Control": {"s-maxage=x, max-age=60"}}, time.Time{}, true},
+		{"conflicting max-age is stale", http.Header{"Cache-Control": {"max-age=60", "max-age=3600"}}, time.Time{}, true},
+		{"repeated equal max-age", http.Header{"Cache-Control": {"max-age=60, max-age=60"}}, now.Add(time.Minute), false},
 		{"huge max-age capped", http.Header{"Cache-Control": {"max-age=99999999999999999999"}}, now.Add((1<<31 - 1) * time.Second), false},
 		{"expires against date", http.Header{
 			"Expires": {date.Add(2 * time.Minute).Format(http.TimeFormat)},

@@ -36,7 +36,6 @@ type node struct {
 	reg     atomic.Pointer[peers.Registry] // nil with static membership
 
 	isReady atomic.Bool
-	joined  atomic.Bool // set once the ring is built; a stop leaves it set
 	servers []*http.Server
 	addrs   []net.Addr    // of the public listener, then the peer one if any
 	errc    chan error    // a server that failed
@@ -45,8 +44,8 @@ type node struct {
 	stop1   sync.Once
 }
 
-// startNode builds a node from cfg, binds its listeners, serves, and joins
-// the cluster. It returns once the node is ready, or with an error and
+// startNode builds a node from cfg, binds its listeners, joins the cluster,
+// then serves. It returns once the node is ready, or with an error and
 // nothing left running.
 func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err error) {
 	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
@@ -114,24 +113,28 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)
 		}
 	}
-	if err := n.serve(lns); err != nil {
+	// Join before serving. Until its ring is built this node would own
+	// every key: it would load keys it does not own and keep copies that
+	// the real owner's PUT or DELETE never reaches. The listeners are bound
+	// already, so requests that arrive meanwhile (peers route to the node as
+	// soon as it registers) wait in the accept queue for the few
+	// milliseconds of the join rather than being refused or answered 503,
+	// which clients would see as errors.
+	if err := n.join(ctx); err != nil {
 		return nil, err
 	}
-	lns = nil // the servers own them now
 	defer func() {
 		if err != nil {
-			// Bounded like any stop: a request that came in while the node
-			// was joining must not hold a failed start up.
+			// Bounded like any stop.
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
 			n.stop(ctx)
 		}
 	}()
-
-	if err := n.join(ctx); err != nil {
+	if err := n.serve(lns); err != nil {
 		return nil, err
 	}
-	n.joined.Store(true)
+	lns = nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
 	return n, nil
@@ -192,7 +195,7 @@ func (n *node) serve(lns []net.Listener) error {
 	peerHandler := n.pool.PeerHandler(n.cache)
 
 	mux := http.NewServeMux()
-	mux.Handle(transport.PublicPrefix, n.untilJoined(public))
+	mux.Handle(transport.PublicPrefix, public)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")
@@ -220,23 +223,6 @@ func (n *node) serve(lns []net.Listener) error {
 		}()
 	}
 	return nil
-}
-
-// untilJoined answers 503 for h until the node has joined. Before that its
-// ring holds only itself: it would load every key as the owner and keep in
-// its main cache copies that the real owner's PUT or DELETE never reaches.
-// A stop does not turn it back: requests keep being served while peers
-// learn that the node left. The peer routes are not guarded: a peer asks
-// this node only for keys that this node owns in that peer's ring.
-func (n *node) untilJoined(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !n.joined.Load() {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "not ready: joining the cluster", http.StatusServiceUnavailable)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 // poolSetter adapts the Pool to peers.Setter and peers.WeightedSetter,

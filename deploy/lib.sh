@@ -1,13 +1,18 @@
-# Shared by up.sh, down.sh and scale.sh; sourced, not run.
+# shellcheck shell=bash
+# Shared by up.sh, down.sh, scale.sh and compose.sh; sourced, not run.
 #
 # COMPOSE_PROJECT_NAME (default "ringcache") names the cluster, so several
 # clusters (an e2e run next to a dev cluster) never share containers, networks
 # or volumes. RINGCACHE_COMPOSE overrides the Compose command; otherwise
 # `docker compose` (v2) is used when present, else `docker-compose` (1.29).
+# RINGCACHE_COMPOSE_FILES adds Compose files (':' between them) after
+# docker-compose.yml, e.g. an override that adds an origin service or mounts a
+# config file. RINGCACHE_BUILD_DIR is where the binaries are built (default
+# deploy/.build): two builds at once need two directories.
 
 deploy_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_dir=$(dirname "$deploy_dir")
-build_dir="$deploy_dir/.build"
+build_dir="${RINGCACHE_BUILD_DIR:-$deploy_dir/.build}"
 
 export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-ringcache}"
 export RINGCACHE_IMAGE="${RINGCACHE_IMAGE:-ringcache/ringcached:dev}"
@@ -21,11 +26,36 @@ else
 	compose_cmd=(docker-compose)
 fi
 
+compose_files=(-f "$deploy_dir/docker-compose.yml")
+if [ -n "${RINGCACHE_COMPOSE_FILES:-}" ]; then
+	IFS=: read -r -a extra_files <<<"$RINGCACHE_COMPOSE_FILES"
+	for f in "${extra_files[@]}"; do
+		[ -n "$f" ] && compose_files+=(-f "$f")
+	done
+fi
+
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# compose runs Compose on our file with the node4 profile active, so that
+# compose runs Compose on our file(s) with the node4 profile active, so that
 # down, ps and rm also see node4 when it runs.
-compose() { "${compose_cmd[@]}" -f "$deploy_dir/docker-compose.yml" --profile scale "$@"; }
+compose() { "${compose_cmd[@]}" "${compose_files[@]}" --profile scale "$@"; }
+
+# image_id prints the id of an image, or nothing when there is none.
+image_id() { docker image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
+
+# build_image builds one scratch image and removes the image it replaces under
+# that name, so repeated builds leave no dangling images behind. An image a
+# container still uses stays (docker refuses to remove it without -f).
+build_image() {
+	local tag=$1 dockerfile=$2 old
+	old=$(image_id "$tag")
+	# The legacy builder warns that it is deprecated; it is all there is here.
+	docker build -q -t "$tag" -f "$dockerfile" "$build_dir" >/dev/null 2>&1 ||
+		docker build -t "$tag" -f "$dockerfile" "$build_dir"
+	if [ -n "$old" ] && [ "$old" != "$(image_id "$tag")" ]; then
+		docker image rm "$old" >/dev/null 2>&1 || true
+	fi
+}
 
 # build compiles the static binaries on the host and wraps them in scratch
 # images: nothing is pulled, so this works without registry access.
@@ -33,17 +63,14 @@ build() {
 	mkdir -p "$build_dir/data"
 	log "building ringcached and etcd (static, on the host)"
 	(
-		cd "$repo_dir"
+		cd "$repo_dir" || exit 1
 		export CGO_ENABLED=0
 		go build -trimpath -ldflags='-s -w' -o "$build_dir/ringcached" ./cmd/ringcached
 		go build -trimpath -ldflags='-s -w' -o "$build_dir/etcd" go.etcd.io/etcd/server/v3
 	)
 	log "building images $RINGCACHE_IMAGE and $RINGCACHE_ETCD_IMAGE"
-	# The legacy builder warns that it is deprecated; it is all there is here.
-	docker build -q -t "$RINGCACHE_IMAGE" -f "$deploy_dir/ringcached.Dockerfile" "$build_dir" 2>/dev/null >/dev/null ||
-		docker build -t "$RINGCACHE_IMAGE" -f "$deploy_dir/ringcached.Dockerfile" "$build_dir"
-	docker build -q -t "$RINGCACHE_ETCD_IMAGE" -f "$deploy_dir/etcd.Dockerfile" "$build_dir" 2>/dev/null >/dev/null ||
-		docker build -t "$RINGCACHE_ETCD_IMAGE" -f "$deploy_dir/etcd.Dockerfile" "$build_dir"
+	build_image "$RINGCACHE_IMAGE" "$deploy_dir/ringcached.Dockerfile"
+	build_image "$RINGCACHE_ETCD_IMAGE" "$deploy_dir/etcd.Dockerfile"
 }
 
 # node_port prints the host port of a node service: RINGCACHE_NODE<n>_PORT or 808<n>.
@@ -55,7 +82,9 @@ node_port() {
 
 # running_nodes prints the node services that are running, one a line.
 running_nodes() {
-	compose ps --services --filter status=running 2>/dev/null | grep '^node' | sort
+	local services
+	services=$(compose ps --services --filter status=running) || return 1
+	grep '^node' <<<"$services" | sort || true
 }
 
 # ring_of prints "<self> <members, sorted, comma-separated>" from a node's
@@ -74,6 +103,14 @@ ring_of() {
 # (seconds, default 120) bounds the wait.
 wait_ready() {
 	local deadline=$((SECONDS + ${RINGCACHE_WAIT:-120})) node want=$# ring self members first ok
+	if [ "$want" -eq 0 ]; then
+		log "no node runs in project $COMPOSE_PROJECT_NAME"
+		return 1
+	fi
+	if ! command -v curl >/dev/null 2>&1; then
+		log "curl is needed to check the nodes (apt-get install curl)"
+		return 1
+	fi
 	log "waiting for $* to be ready and to agree on the ring"
 	while :; do
 		ok=1 first=""

@@ -3,6 +3,7 @@
 # The other nodes learn about node4 through etcd, so nothing else changes.
 # Waits until the nodes that run agree on the ring.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 case "${1:-}" in
@@ -21,5 +22,9 @@ down)
 	exit 2
 	;;
 esac
-mapfile -t nodes < <(running_nodes)
+# Not `< <(running_nodes)`: a failing Compose must fail the script, not look
+# like a cluster with no nodes.
+running=$(running_nodes)
+mapfile -t nodes <<<"$running"
+[ -n "$running" ] || nodes=()
 wait_ready "${nodes[@]}"

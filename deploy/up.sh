@@ -8,6 +8,7 @@
 #
 # RINGCACHE_SKIP_BUILD=1 reuses the images already built.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
 if [ "${RINGCACHE_SKIP_BUILD:-}" != 1 ]; then
@@ -19,11 +20,23 @@ fi
 log "removing leftovers of project $COMPOSE_PROJECT_NAME"
 compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1 || true
 
+# Every service but node4 (which scale.sh starts), so that services added by
+# RINGCACHE_COMPOSE_FILES (an origin, say) start too; etcd only when no
+# existing one is given.
+listed=$(compose config --services)
+services=()
+while IFS= read -r service; do
+	case "$service" in
+	node4 | "") ;;
+	etcd) [ -n "${RINGCACHE_ETCD:-}" ] || services+=("$service") ;;
+	*) services+=("$service") ;;
+	esac
+done <<<"$listed"
 if [ -n "${RINGCACHE_ETCD:-}" ]; then
-	log "starting node1..node3 against the existing etcd at $RINGCACHE_ETCD"
-	compose up -d --no-deps node1 node2 node3
+	log "starting ${services[*]} against the existing etcd at $RINGCACHE_ETCD"
+	compose up -d --no-deps "${services[@]}"
 else
-	log "starting etcd and node1..node3"
-	compose up -d etcd node1 node2 node3
+	log "starting ${services[*]}"
+	compose up -d "${services[@]}"
 fi
 wait_ready node1 node2 node3

@@ -80,6 +80,9 @@ type Compose struct {
 	env   []string
 	ports map[string]int
 
+	// buildDir holds the binaries up.sh builds for this run; removed by Close.
+	buildDir string
+
 	mu    sync.Mutex
 	nodes []string
 	ids   map[string]string // service -> container id
@@ -120,19 +123,22 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 	}
 	// Only our settings reach Compose: a RINGCACHE_ETCD in the caller's
 	// environment must not point the test cluster somewhere else.
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "RINGCACHE_") && name != "RINGCACHE_COMPOSE" && name != "RINGCACHE_SKIP_BUILD" ||
-			name == "COMPOSE_PROJECT_NAME" || name == "COMPOSE_FILE" || name == "COMPOSE_PROFILES" {
-			continue
-		}
-		c.env = append(c.env, kv)
-	}
+	c.env = scriptEnv()
 	c.env = append(c.env,
 		"COMPOSE_PROJECT_NAME="+cfg.Project,
 		"RINGCACHE_SECRET="+cfg.Secret,
 		"RINGCACHE_GROUP="+cfg.Groups,
 	)
+	if os.Getenv("RINGCACHE_SKIP_BUILD") != "1" {
+		// Images and binaries of our own: a dev cluster or another run
+		// building at the same time can neither swap them under this run nor
+		// be broken by it, and Close removes them, so runs leave no images.
+		if c.buildDir, err = os.MkdirTemp("", cfg.Project+"-build-"); err != nil {
+			return nil, fmt.Errorf("e2e: build directory: %w", err)
+		}
+		c.env = append(c.env, "RINGCACHE_BUILD_DIR="+c.buildDir, "RINGCACHE_REMOVE_IMAGES=1")
+		c.env = append(c.env, imageEnv(cfg.Project)...)
+	}
 	for i, p := range ports {
 		node := fmt.Sprintf("node%d", i+1)
 		c.ports[node] = p
@@ -180,7 +186,7 @@ func (c *Compose) Kill(ctx context.Context, node string) error {
 // Stop implements Cluster. The grace period is longer than the daemon's
 // shutdown timeout, so Docker never has to SIGKILL it.
 func (c *Compose) Stop(ctx context.Context, node string) error {
-	return c.docker(ctx, node, "stop", "--time", "15")
+	return c.docker(ctx, node, "stop", "-t", "15") // -t: --time in docker 20.10, --timeout later
 }
 
 // ExitedAt returns when a node's process last exited, by Docker's clock
@@ -263,11 +269,43 @@ func (c *Compose) ScaleDown(ctx context.Context) (string, error) {
 	return "node4", nil
 }
 
-// Close implements Cluster with deploy/down.sh.
+// Close implements Cluster with deploy/down.sh, which also removes the
+// run's images; then it removes the run's build directory.
 func (c *Compose) Close(ctx context.Context) error {
 	_, err := c.script(ctx, "down.sh")
+	if c.buildDir != "" {
+		err = errors.Join(err, os.RemoveAll(c.buildDir))
+	}
 	return err
 }
+
+// scriptEnv returns this process's environment without the settings that
+// would change which cluster the scripts run: only RINGCACHE_COMPOSE (which
+// Compose command) and RINGCACHE_SKIP_BUILD pass.
+func scriptEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "RINGCACHE_") && name != "RINGCACHE_COMPOSE" && name != "RINGCACHE_SKIP_BUILD" ||
+			name == "COMPOSE_PROJECT_NAME" || name == "COMPOSE_FILE" || name == "COMPOSE_PROFILES" {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// imageEnv returns the settings that give a run's images names of its own,
+// derived from the project name so that Reap finds them too.
+func imageEnv(project string) []string {
+	return []string{
+		"RINGCACHE_IMAGE=" + imageRepo + "ringcached:" + project,
+		"RINGCACHE_ETCD_IMAGE=" + imageRepo + "etcd:" + project,
+	}
+}
+
+// imageRepo prefixes the names of the images the suite builds.
+const imageRepo = "ringcache-e2e/"
 
 // SaveLogs writes every service's whole log to path.
 func (c *Compose) SaveLogs(ctx context.Context, path string) error {
@@ -403,14 +441,26 @@ func freePorts(n int) ([]int, error) {
 // that are older than maxAge, so a leftover cannot hold resources forever.
 // It returns the projects it removed.
 func Reap(ctx context.Context, deployDir string, maxAge time.Duration) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "docker", "ps", "-a", "--format",
-		`{{.Label "com.docker.compose.project"}}`).Output()
-	if err != nil {
-		return nil, fmt.Errorf("e2e: docker ps: %w", err)
+	// A run can die half way through down.sh, so look for every kind of
+	// thing it leaves: containers, networks and volumes by Compose's label,
+	// images by their tag (the project name).
+	var out bytes.Buffer
+	for _, args := range [][]string{
+		{"ps", "-a", "--format", `{{.Label "com.docker.compose.project"}}`},
+		{"network", "ls", "--format", `{{.Label "com.docker.compose.project"}}`},
+		{"volume", "ls", "--format", `{{.Label "com.docker.compose.project"}}`},
+		{"image", "ls", "--format", "{{.Tag}}", "--filter", "reference=" + imageRepo + "*"},
+	} {
+		b, err := exec.CommandContext(ctx, "docker", args...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("e2e: docker %s: %w", strings.Join(args[:2], " "), err)
+		}
+		out.Write(b)
+		out.WriteByte('\n')
 	}
 	var reaped []string
 	seen := map[string]bool{}
-	for line := range strings.Lines(string(out)) {
+	for line := range strings.Lines(out.String()) {
 		project := strings.TrimSpace(line)
 		if seen[project] || !strings.HasPrefix(project, projectPrefix) {
 			continue
@@ -426,13 +476,14 @@ func Reap(ctx context.Context, deployDir string, maxAge time.Duration) ([]string
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		err = syscall.Kill(pid, 0)
+		err := syscall.Kill(pid, 0)
 		alive := pid == os.Getpid() || err == nil || errors.Is(err, syscall.EPERM)
 		if alive && time.Since(time.Unix(born, 0)) < maxAge {
 			continue
 		}
 		cmd := exec.CommandContext(ctx, filepath.Join(deployDir, "down.sh"))
-		cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+project, "RINGCACHE_STOP_TIMEOUT=1")
+		cmd.Env = append(scriptEnv(), "COMPOSE_PROJECT_NAME="+project, "RINGCACHE_STOP_TIMEOUT=1", "RINGCACHE_REMOVE_IMAGES=1")
+		cmd.Env = append(cmd.Env, imageEnv(project)...)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return reaped, fmt.Errorf("e2e: reaping %s: %w\n%s", project, err, tail(string(b), 20))
 		}

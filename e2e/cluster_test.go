@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,8 +64,8 @@ type suite struct {
 }
 
 func TestCluster(t *testing.T) {
-	if err := exec.Command("docker", "info").Run(); err != nil {
-		t.Skipf("no Docker daemon answers: %v", err)
+	if !dockerAnswers(t) {
+		t.Skip("no Docker daemon answers")
 	}
 	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
 	if err != nil {
@@ -92,7 +93,20 @@ func TestCluster(t *testing.T) {
 	}
 	up := time.Since(start)
 	// Cleanup runs after a failure and after t.Fatal too; the test's context
-	// is gone by then, so it gets its own.
+	// is gone by then, so it gets its own. It does not run when go test's
+	// -timeout panics, so a guard brings the cluster down shortly before that
+	// (the next run's Reap would otherwise be the first to remove it).
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) > 5*time.Minute {
+		guard := time.AfterFunc(time.Until(deadline)-2*time.Minute, func() {
+			fmt.Fprintf(os.Stderr, "e2e: -timeout is 2 minutes away: removing cluster %s\n", c.Project())
+			cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := c.Close(cctx); err != nil {
+				fmt.Fprintf(os.Stderr, "e2e: removing cluster %s: %v\n", c.Project(), err)
+			}
+		})
+		defer guard.Stop()
+	}
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -164,6 +178,14 @@ func TestCluster(t *testing.T) {
 		})
 	}
 	s.summary(t)
+}
+
+// dockerAnswers reports whether a Docker daemon answers within a minute.
+func dockerAnswers(t *testing.T) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	return exec.CommandContext(ctx, "docker", "info").Run() == nil
 }
 
 // first returns at most n elements of list.
@@ -263,6 +285,10 @@ func (s *suite) waitReady(ctx context.Context, node string, limit time.Duration)
 
 // owners returns each key's owner (a peer URL) as node sees it.
 func (s *suite) owners(ctx context.Context, node string) (map[string]string, error) {
+	// The first failure ends the lookups: a node that hangs would otherwise
+	// cost a timeout per key.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var (
 		mu    sync.Mutex
 		owner = make(map[string]string, len(s.keys))
@@ -277,14 +303,20 @@ func (s *suite) owners(ctx context.Context, node string) (map[string]string, err
 				mu.Lock()
 				if err != nil || r.Owner == "" {
 					errs = append(errs, fmt.Errorf("owner of %s from %s: %q, %v", k, node, r.Owner, err))
+					cancel()
 				}
 				owner[k] = r.Owner
 				mu.Unlock()
 			}
 		})
 	}
+feed:
 	for _, k := range s.keys {
-		next <- k
+		select {
+		case next <- k:
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()
@@ -333,14 +365,21 @@ func (s *suite) toOwners(t *testing.T, nodes []string) []job {
 	return jobs
 }
 
+// sweepMaxErrors ends a sweep early: past this many failed reads the
+// scenario has failed anyway, and a node that hangs would otherwise cost a
+// timeout per read (thousands of reads, eight at a time).
+const sweepMaxErrors = 50
+
 // sweep runs the reads, eight at a time, and checks the answers like the
-// generator's.
+// generator's. It stops after sweepMaxErrors failed reads.
 func (s *suite) sweep(ctx context.Context, jobs []job) Stats {
 	var (
-		mu   sync.Mutex
-		w    = Window{Start: time.Now()}
-		wg   sync.WaitGroup
-		next = make(chan job)
+		mu     sync.Mutex
+		w      = Window{Start: time.Now()}
+		wg     sync.WaitGroup
+		next   = make(chan job)
+		failed = make(chan struct{})
+		errs   int
 	)
 	for range 8 {
 		wg.Go(func() {
@@ -353,12 +392,24 @@ func (s *suite) sweep(ctx context.Context, jobs []job) Stats {
 				}
 				mu.Lock()
 				w.Records = append(w.Records, r)
+				if r.Status != http.StatusOK {
+					if errs++; errs == sweepMaxErrors {
+						close(failed)
+					}
+				}
 				mu.Unlock()
 			}
 		})
 	}
+feed:
 	for _, j := range jobs {
-		next <- j
+		select {
+		case next <- j:
+		case <-failed:
+			break feed
+		case <-ctx.Done():
+			break feed
+		}
 	}
 	close(next)
 	wg.Wait()

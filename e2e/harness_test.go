@@ -3,15 +3,23 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// The tests in this file check the harness itself; they need no Docker.
+// The tests in this file check the harness itself; only TestReap needs Docker
+// (and skips itself without it).
 
 func TestDemoValue(t *testing.T) {
 	t.Parallel()
@@ -155,6 +163,77 @@ func TestNewLoadRejectsBadConfig(t *testing.T) {
 	} {
 		if _, err := NewLoad(cfg); err == nil {
 			t.Errorf("NewLoad(%+v) = nil error, want one", cfg)
+		}
+	}
+}
+
+// TestReap leaves what a run killed half way through down.sh leaves (images
+// and a volume, no container) for a dead run and for a live one, and checks
+// that Reap removes the first and keeps the second.
+func TestReap(t *testing.T) {
+	if !dockerAnswers(t) {
+		t.Skip("no Docker daemon answers")
+	}
+	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pid that no process holds any more.
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := fmt.Sprintf("%s%d-%d", projectPrefix, time.Now().Add(-time.Hour).Unix(), done.Process.Pid)
+	live := fmt.Sprintf("%s%d-%d", projectPrefix, time.Now().Unix(), os.Getpid())
+
+	docker := func(stdin io.Reader, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("docker", args...)
+		cmd.Stdin = stdin
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("docker %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	images := func(project string) []string {
+		var names []string
+		for _, kv := range imageEnv(project) {
+			_, name, _ := strings.Cut(kv, "=")
+			names = append(names, name)
+		}
+		return names
+	}
+	for _, project := range []string{stale, live} {
+		for _, image := range images(project) {
+			// An empty tar makes an image without pulling anything.
+			docker(bytes.NewReader(make([]byte, 1024)), "import", "-", image)
+			t.Cleanup(func() { exec.Command("docker", "image", "rm", image).Run() })
+		}
+	}
+	volume := stale + "_etcd-data"
+	docker(nil, "volume", "create", "--label", "com.docker.compose.project="+stale,
+		"--label", "com.docker.compose.volume=etcd-data", volume)
+	t.Cleanup(func() { exec.Command("docker", "volume", "rm", volume).Run() })
+
+	reaped, err := Reap(t.Context(), deployDir, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(reaped, stale) || slices.Contains(reaped, live) {
+		t.Errorf("Reap removed %v; want %s among them and not %s", reaped, stale, live)
+	}
+	for _, image := range images(stale) {
+		if out := docker(nil, "image", "ls", "-q", image); out != "" {
+			t.Errorf("image %s of the dead run is still there", image)
+		}
+	}
+	if out := docker(nil, "volume", "ls", "-q", "--filter", "name=^"+volume+"$"); out != "" {
+		t.Errorf("volume %s of the dead run is still there", volume)
+	}
+	for _, image := range images(live) {
+		if out := docker(nil, "image", "ls", "-q", image); out == "" {
+			t.Errorf("image %s of the live run was removed", image)
 		}
 	}
 }

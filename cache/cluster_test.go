@@ -491,3 +491,40 @@ func TestRemoveIsNotUndoneByAConcurrentGet(t *testing.T) {
 	}
 	mustGet(t, c.groups[0], key, "v:"+key)
 }
+
+// TestPeerFailuresLoggedOncePerSecond: a dead owner fails every fetch for
+// its keys until the ring drops it; the log gets one line a second, Stats
+// counts every failure.
+func TestPeerFailuresLoggedOncePerSecond(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		peers := []*fakePeer{{name: "node0"}, {name: "node1"}}
+		owner := hashOwner(2)
+		n := New(Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
+		peers[0].node = n
+		peers[1].node = New(Config{})
+		peers[1].setFail(errUnreachable)
+		// No hot cache: every Get fetches again and fails again.
+		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, HotBytes: -1, Getter: newOrigin().getter(0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := keyOwnedBy(t, owner, 1)
+		const msg = "peer fetch failed"
+		for range 50 {
+			mustGet(t, g, key, "v:"+key)
+		}
+		if got := strings.Count(logs.String(), msg); got != 1 {
+			t.Fatalf("%d log lines for 50 failed fetches within a second, want 1", got)
+		}
+		time.Sleep(time.Second)
+		mustGet(t, g, key, "v:"+key)
+		if got := strings.Count(logs.String(), msg); got != 2 {
+			t.Fatalf("%d log lines after a second more, want 2", got)
+		}
+		if s := g.Stats(); s.PeerErrors != 51 {
+			t.Fatalf("PeerErrors = %d, want 51", s.PeerErrors)
+		}
+	})
+}

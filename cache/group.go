@@ -37,6 +37,8 @@ type Group struct {
 	seed   maphash.Seed
 	epochs [epochStripes]atomic.Uint64
 
+	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
+
 	st counters
 }
 
@@ -386,7 +388,12 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 		return Value{}, err
 	}
 	g.st.peerErrors.Add(1)
-	g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peerName(peer), "err", err)
+	// A dead owner fails every fetch for its keys until the ring drops it:
+	// one line a second says as much as thousands (Stats counts them all).
+	if now, last := time.Now().UnixNano(), g.peerWarned.Load(); now-last >= int64(time.Second) &&
+		g.peerWarned.CompareAndSwap(last, now) {
+		g.log.Warn("cache: peer fetch failed, loading locally", "group", g.cfg.Name, "key", key, "peer", peerName(peer), "err", err)
+	}
 	// The fallback shares the node's origin load for key (with GetLocal
 	// callers, say); that load never calls a peer, so this cannot cycle. It
 	// is bounded by LoadTimeout, and our callers wait on their own contexts,

@@ -246,14 +246,6 @@ func (rec *recorder) count() int {
 	return len(calls)
 }
 
-func (rec *recorder) last() []string {
-	calls, _ := rec.snapshot()
-	if len(calls) == 0 {
-		return nil
-	}
-	return calls[len(calls)-1].peers
-}
-
 // waitFor waits until the last Set received want and returns when that Set happened.
 func (rec *recorder) waitFor(t *testing.T, name string, want []string, timeout time.Duration) time.Time {
 	t.Helper()

@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/golang/groupcache/groupcachepb"
-	"github.com/golang/protobuf/proto"
+	// groupcachepb is generated for the APIv1 of protobuf; its proto
+	// package is what groupcache itself marshals with, so tests compare
+	// against exactly that.
+	"github.com/golang/protobuf/proto" //lint:ignore SA1019 see above
 
 	"github.com/ringcache/ringcache/cache"
 )

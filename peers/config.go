@@ -10,11 +10,13 @@ import (
 )
 
 // Setter receives the whole member set, as sorted and deduplicated peer URLs, each time it
-// changes; the daemon passes the transport's Pool, whose Set builds a new ring and swaps it
-// in. A Registry calls Set from one goroutine at a time and never while holding a lock of its
-// own. Set has no error to return: the URLs were checked before they were sent.
+// changes; the transport's Pool satisfies it: its Set builds a new ring and swaps it in. A
+// Registry calls Set from one goroutine at a time and never while holding a lock of its own.
+// The URLs were checked before they were sent, so an error means the Setter refused a member
+// set that peers accepted (a weight its ring cannot hold, say): the Registry logs it, and the
+// Setter keeps the ring it had.
 type Setter interface {
-	Set(peers ...string)
+	Set(peers ...string) error
 }
 
 // WeightedSetter is an optional interface for a Setter that can build a weighted ring. When
@@ -23,10 +25,10 @@ type Setter interface {
 // members announce the same URL, the larger weight), each time a URL or a weight changes, so
 // a member that restarts with another weight reaches the ring too. The map is the callee's
 // to keep. Calls follow Set's rules: one at a time, never while the Registry holds a lock.
-// The transport's Pool is meant to implement it by building its ring with
+// The transport's Pool implements it by building its ring with
 // consistenthash.Map.AddWeighted.
 type WeightedSetter interface {
-	SetWeighted(weights map[string]int)
+	SetWeighted(weights map[string]int) error
 }
 
 // Defaults, used for the zero value of the matching Config field.

@@ -68,3 +68,18 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+type refusingSetter struct{ err error }
+
+func (s refusingSetter) Set(...string) error { return s.err }
+
+// TestStaticReturnsSetterError: a member set that the Setter refuses is an
+// error of Static, not a silent success.
+func TestStaticReturnsSetterError(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("ring full")
+	got, err := Static(refusingSetter{refused}, "http://a:1", "http://b:2")
+	if !errors.Is(err, refused) || got != nil {
+		t.Fatalf("Static = %v, %v; want nil and the Setter's error", got, err)
+	}
+}

@@ -9,7 +9,7 @@ import (
 // printSetter stands in for transport.Pool, whose Set builds the ring.
 type printSetter struct{}
 
-func (printSetter) Set(peers ...string) { fmt.Println(peers) }
+func (printSetter) Set(peers ...string) error { fmt.Println(peers); return nil }
 
 // A cluster without etcd hands a fixed list to the pool: the same sorted, deduplicated set
 // that a Registry would hand over.

@@ -221,7 +221,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
 
-func (rec *recorder) Set(peers ...string) {
+func (rec *recorder) Set(peers ...string) error {
 	m := consistenthash.New(0, nil)
 	err := m.Add(peers...)
 	rec.ring.Store(m)
@@ -233,6 +233,7 @@ func (rec *recorder) Set(peers ...string) {
 	rec.calls = append(rec.calls, setCall{at: time.Now(), peers: peers})
 	close(rec.changed)
 	rec.changed = make(chan struct{})
+	return nil // a bad ring is recorded in rec.err, for the test to report
 }
 
 func (rec *recorder) snapshot() ([]setCall, <-chan struct{}) {
@@ -387,9 +388,9 @@ func newWeightRecorder() *weightRecorder {
 	return &weightRecorder{recorder: recorder{changed: make(chan struct{})}}
 }
 
-func (w *weightRecorder) Set(...string) { w.plainSets.Add(1) }
+func (w *weightRecorder) Set(...string) error { w.plainSets.Add(1); return nil }
 
-func (w *weightRecorder) SetWeighted(weights map[string]int) {
+func (w *weightRecorder) SetWeighted(weights map[string]int) error {
 	m := consistenthash.New(0, nil)
 	var err error
 	peers := slices.Sorted(maps.Keys(weights))
@@ -408,6 +409,7 @@ func (w *weightRecorder) SetWeighted(weights map[string]int) {
 	w.calls = append(w.calls, setCall{at: time.Now(), peers: peers})
 	close(w.changed)
 	w.changed = make(chan struct{})
+	return nil // a bad ring is recorded in w.err, for the test to report
 }
 
 // waitWeights waits until the last SetWeighted received want.

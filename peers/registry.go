@@ -575,11 +575,15 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 	}
 	r.log.Info("peers: membership changed", "peers", peers, "weights", weights,
 		"added", missingFrom(peers, old), "removed", missingFrom(old, peers))
+	var err error
 	switch {
 	case weighted:
-		ws.SetWeighted(maps.Clone(weights))
+		err = ws.SetWeighted(maps.Clone(weights))
 	case r.cfg.Setter != nil:
-		r.cfg.Setter.Set(slices.Clone(peers)...)
+		err = r.cfg.Setter.Set(slices.Clone(peers)...)
+	}
+	if err != nil {
+		r.log.Error("peers: the setter refused the member set; its ring is unchanged", "peers", peers, "err", err)
 	}
 }
 

@@ -4,8 +4,8 @@ import "slices"
 
 // Static hands a fixed member set to s, for clusters without etcd: self and peers, checked,
 // sorted and deduplicated, exactly as a Registry would hand them over. It returns the set it
-// passed, or an error wrapping ErrBadPeerURL without calling s. It always calls Set, also on
-// a WeightedSetter: every static member has weight 1.
+// passed, or an error wrapping ErrBadPeerURL without calling s, or the error of s.Set. It
+// always calls Set, also on a WeightedSetter: every static member has weight 1.
 func Static(s Setter, self string, peers ...string) ([]string, error) {
 	all := append([]string{self}, peers...)
 	for _, p := range all {
@@ -15,6 +15,8 @@ func Static(s Setter, self string, peers ...string) ([]string, error) {
 	}
 	slices.Sort(all)
 	all = slices.Compact(all)
-	s.Set(slices.Clone(all)...)
+	if err := s.Set(slices.Clone(all)...); err != nil {
+		return nil, err
+	}
 	return all, nil
 }

@@ -225,40 +225,44 @@ func (n *node) serve(lns []net.Listener) error {
 	return nil
 }
 
-// poolSetter adapts the Pool to peers.Setter and peers.WeightedSetter,
-// which have no error to return: a peer URL the Pool refuses was already
-// checked by peers, so an error here is logged and the last good ring stays.
+// poolSetter is the Pool as peers' Setter and WeightedSetter that also, on
+// each accepted change, drops the metrics of peers that left and signals
+// changed (dev mode waits on it for the nodes to see each other).
 type poolSetter struct {
 	pool    *transport.Pool
-	log     *slog.Logger
 	changed chan<- struct{}
 	forget  func(members []string) // drops the metrics of peers not in members
 }
 
-var _ peers.WeightedSetter = poolSetter{}
+var (
+	_ peers.WeightedSetter = poolSetter{}
+	_ peers.WeightedSetter = (*transport.Pool)(nil) // a library user passes the Pool itself
+)
 
 // Set replaces the ring's members (the Pool logs the change).
-func (s poolSetter) Set(urls ...string) { s.applied(s.pool.Set(urls...)) }
+func (s poolSetter) Set(urls ...string) error { return s.applied(s.pool.Set(urls...)) }
 
 // SetWeighted replaces the ring's members and their weights.
-func (s poolSetter) SetWeighted(weights map[string]int) { s.applied(s.pool.SetWeighted(weights)) }
+func (s poolSetter) SetWeighted(weights map[string]int) error {
+	return s.applied(s.pool.SetWeighted(weights))
+}
 
-func (s poolSetter) applied(err error) {
+func (s poolSetter) applied(err error) error {
 	if err != nil {
-		s.log.Error("membership change refused", "err", err)
-		return
+		return err // peers logs it; the Pool keeps its ring
 	}
 	s.forget(s.pool.Members())
 	select {
 	case s.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
 	}
+	return nil
 }
 
 // setter returns the peers.Setter that feeds membership changes to the
 // Pool, to awaitMembers and to the metrics.
 func (n *node) setter() poolSetter {
-	return poolSetter{pool: n.pool, log: n.log, changed: n.changed, forget: n.metrics.forgetPeers}
+	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers}
 }
 
 // join registers the node in etcd, or sets the static member list, and

@@ -37,8 +37,9 @@
 // goroutine under context.WithoutCancel and LoadTimeout, so a caller that
 // gives up (its context ends, and it returns at once) does not end the load
 // for the others. (When the first caller's context can never end, such as
-// context.Background, the load runs on that caller's goroutine instead.) A panic in a Getter becomes an error matching ErrLoad for
-// every waiter and the next Get loads again. No lock is held while a Getter
-// or a Peer is called. Remove and Set make a load in progress for the key
+// context.Background, the load runs on that caller's goroutine instead.)
+// A panic in a Getter becomes an error matching ErrLoad for every waiter and
+// the next Get loads again. No lock is held while a Getter or a Peer is
+// called. Remove and Set make a load in progress for the key
 // uncacheable, so that a stale value cannot overwrite them.
 package cache

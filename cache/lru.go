@@ -41,8 +41,8 @@ func entrySize(key string, v Value) int64 {
 // entries only: it is given an entry limit it never reaches and lru evicts
 // the least recently used entries itself until the bytes fit. Every removal
 // goes through simplelru's eviction callback, which is the only place bytes
-// and items decrease, so that bytes always equals the sum of the sizes of the
-// entries simplelru holds. The callback runs under mu but calls no user code.
+// decrease, so that bytes always equals the sum of the sizes of the entries
+// simplelru holds. The callback runs under mu but calls no user code.
 // An lru is safe for concurrent use.
 type lru struct {
 	maxBytes int64
@@ -50,7 +50,6 @@ type lru struct {
 	mu    sync.Mutex
 	c     *simplelru.LRU[string, entry]
 	bytes int64 // guarded by mu
-	items int64 // guarded by mu
 
 	evictions atomic.Int64
 }
@@ -62,7 +61,6 @@ func newLRU(maxBytes int64) *lru {
 	// simplelru rejects only a size <= 0, so this cannot fail.
 	c, err := simplelru.NewLRU(math.MaxInt, func(_ string, e entry) {
 		l.bytes -= e.size
-		l.items--
 	})
 	if err != nil {
 		panic("cache: simplelru.NewLRU: " + err.Error())
@@ -107,7 +105,6 @@ func (l *lru) add(key string, e entry, guard *atomic.Uint64, want uint64) bool {
 	}
 	l.c.Add(key, e)
 	l.bytes += e.size
-	l.items++
 	for l.bytes > l.maxBytes {
 		if _, _, ok := l.c.RemoveOldest(); !ok {
 			break
@@ -117,22 +114,22 @@ func (l *lru) add(key string, e entry, guard *atomic.Uint64, want uint64) bool {
 	return true
 }
 
-// remove drops key and reports whether it was present.
-func (l *lru) remove(key string) bool {
+// remove drops key.
+func (l *lru) remove(key string) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.c.Remove(key)
+	l.c.Remove(key)
+	l.mu.Unlock()
 }
 
 // usage returns the accounted bytes and the number of entries.
 func (l *lru) usage() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bytes, l.items
+	return l.bytes, int64(l.c.Len())
 }
 
-// check recomputes bytes and items from the live entries; tests compare it
-// with usage to prove the accounting invariant.
+// check recomputes bytes and items by walking the live entries; tests
+// compare it with usage to prove the accounting invariant.
 func (l *lru) check() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"maps"
 	"slices"
@@ -245,21 +246,38 @@ func (m *Map) rebuild() {
 	m.lookup = newLookup(points)
 	m.nodes = slices.Sorted(maps.Keys(m.weights))
 
-	h := fnv.New64a()
-	var num [8]byte
-	writeUint := func(v uint64) {
-		binary.BigEndian.PutUint64(num[:], v)
-		h.Write(num[:])
-	}
-	h.Write([]byte("map"))
-	writeUint(uint64(m.replicas))
-	writeUint(uint64(m.hash(versionProbe)))
+	v := newVersionHash("map")
+	v.uint(uint64(m.replicas))
+	v.uint(uint64(m.hash(versionProbe)))
 	for _, n := range m.nodes {
-		writeUint(uint64(len(n)))
-		h.Write([]byte(n))
-		writeUint(uint64(m.weights[n]))
+		v.string(n)
+		v.uint(uint64(m.weights[n]))
 	}
-	m.version = h.Sum64()
+	m.version = v.h.Sum64()
+}
+
+// versionHash accumulates a ring's Version: FNV-1a over a kind tag, then
+// big-endian integers and length-prefixed names, so that the same ring
+// hashes alike in every process.
+type versionHash struct {
+	h   hash.Hash64
+	num [8]byte
+}
+
+func newVersionHash(kind string) *versionHash {
+	v := &versionHash{h: fnv.New64a()}
+	v.h.Write([]byte(kind))
+	return v
+}
+
+func (v *versionHash) uint(x uint64) {
+	binary.BigEndian.PutUint64(v.num[:], x)
+	v.h.Write(v.num[:])
+}
+
+func (v *versionHash) string(s string) {
+	v.uint(uint64(len(s)))
+	v.h.Write([]byte(s))
 }
 
 // Get returns the node that owns key, or "" if the ring is empty. It does
@@ -356,14 +374,20 @@ func (m *Map) Shares() map[string]float64 {
 	// A point owns the arc (previous point, point]; the first point also
 	// owns the wrap-around part after the last point.
 	for i, p := range m.points {
-		prev := uint64(m.points[(i+len(m.points)-1)%len(m.points)])
-		arc := (uint64(p) - prev) & (1<<32 - 1)
-		if arc == 0 { // a single point owns the whole circle
-			arc = 1 << 32
-		}
-		out[m.owners[i]] += float64(arc) / (1 << 32)
+		prev := m.points[(i+len(m.points)-1)%len(m.points)]
+		out[m.owners[i]] += float64(arcSize(prev, p)) / space
 	}
 	return out
+}
+
+// arcSize returns the number of hash values clockwise from from to to, which
+// is the whole circle (2^32) when they are equal: a ring's only point owns
+// every hash.
+func arcSize(from, to uint32) uint64 {
+	if from == to {
+		return space
+	}
+	return uint64(to - from)
 }
 
 // String describes the ring for logs: member count, points and version.

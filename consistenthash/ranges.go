@@ -2,9 +2,7 @@ package consistenthash
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math"
 	"math/bits"
@@ -121,11 +119,7 @@ type donor struct {
 func (r *Ranges) cuts() []uint32 {
 	byNode := map[string]*donor{}
 	for i, s := range r.starts {
-		next := uint64(r.starts[(i+1)%len(r.starts)])
-		size := (next - uint64(s)) & (space - 1)
-		if size == 0 {
-			size = space
-		}
+		size := arcSize(s, r.starts[(i+1)%len(r.starts)])
 		d := byNode[r.owners[i]]
 		if d == nil {
 			d = &donor{node: r.owners[i]}
@@ -349,23 +343,16 @@ func (r *Ranges) rebuild() {
 	}
 	r.lookup = newLookup(r.starts)
 
-	h := fnv.New64a()
-	var num [8]byte
-	writeUint := func(v uint64) {
-		binary.BigEndian.PutUint64(num[:], v)
-		h.Write(num[:])
-	}
-	h.Write([]byte("ranges"))
-	writeUint(uint64(r.hash(versionProbe)))
+	v := newVersionHash("ranges")
+	v.uint(uint64(r.hash(versionProbe)))
 	for _, n := range r.nodes {
-		writeUint(uint64(len(n)))
-		h.Write([]byte(n))
-		writeUint(uint64(len(r.members[n])))
+		v.string(n)
+		v.uint(uint64(len(r.members[n])))
 		for _, p := range r.members[n] {
-			writeUint(uint64(p))
+			v.uint(uint64(p))
 		}
 	}
-	r.version = h.Sum64()
+	r.version = v.h.Sum64()
 }
 
 // index returns the index of the arc that contains hash(key): the last
@@ -433,11 +420,7 @@ func (r *Ranges) Shares() map[string]float64 {
 		return out
 	}
 	for i, s := range r.starts {
-		next := uint64(r.starts[(i+1)%len(r.starts)])
-		size := (next - uint64(s)) & (space - 1)
-		if size == 0 {
-			size = space
-		}
+		size := arcSize(s, r.starts[(i+1)%len(r.starts)])
 		out[r.owners[i]] += float64(size) / space
 	}
 	return out

@@ -173,14 +173,13 @@ type move struct {
 
 // report is what "ring" prints.
 type report struct {
-	Config   ringConfig
-	Nodes    []nodeStat
-	MaxMean  float64 // largest node's keys / mean keys
-	CV       float64 // sample standard deviation / mean of keys per node
-	IdealCV  float64 // 1/sqrt(replicas), random placement; 0 for ranges
-	Join     move
-	Leave    move
-	HasLeave bool // false with one node: nothing can leave
+	Config  ringConfig
+	Nodes   []nodeStat
+	MaxMean float64 // largest node's keys / mean keys
+	CV      float64 // sample standard deviation / mean of keys per node
+	IdealCV float64 // 1/sqrt(replicas), random placement; 0 for ranges
+	Join    move
+	Leave   move // zero with one node: nothing can leave
 }
 
 // measure places cfg.Keys keys on the rings and gathers the report.
@@ -236,7 +235,6 @@ func measure(ctx context.Context, cfg ringConfig) (report, error) {
 	rep.Join = move{From: cfg.Nodes, To: cfg.Nodes + 1, Moved: float64(joinMoved) / keys,
 		Ideal: 1 / float64(cfg.Nodes+1), Modulo: float64(modJoin) / keys}
 	if cfg.Nodes > 1 {
-		rep.HasLeave = true
 		rep.Leave = move{From: cfg.Nodes, To: cfg.Nodes - 1, Moved: float64(leaveMoved) / keys,
 			Ideal: 1 / float64(cfg.Nodes), Modulo: float64(modLeave) / keys}
 	}
@@ -296,7 +294,7 @@ func (r report) write(w io.Writer) error {
 			label, m.From, m.To, m.Moved, m.Ideal, m.Moved/m.Ideal, m.Modulo)
 	}
 	writeMove("join", r.Join)
-	if r.HasLeave {
+	if c.Nodes > 1 {
 		writeMove("leave", r.Leave)
 	}
 	_, err := io.WriteString(w, b.String())

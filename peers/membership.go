@@ -178,8 +178,8 @@ func sortedMembers(ms map[string]Member) []Member {
 }
 
 // follow feeds updates from in into m and publishes the applied set after each update and
-// each expiry of a hold-down, until ctx ends. It is the only caller of publish, so Setter
-// calls never overlap. missing is called when etcd no longer holds m.self's key although this
+// each expiry of a hold-down, until ctx ends. Apart from New, before it starts follow, it is
+// the only caller of publish, so Setter calls never overlap. missing is called when etcd no longer holds m.self's key although this
 // node believes it is registered (the key was deleted by hand, or the lease expired while
 // etcd was out of reach): the registration loop then puts it again.
 func follow(ctx context.Context, m *membership, in <-chan update, publish func(members, pending []Member, now time.Time), missing func()) {

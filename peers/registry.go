@@ -45,7 +45,6 @@ type Registry struct {
 	self       Member
 	value      string
 	log        *slog.Logger
-	opTimeout  time.Duration
 
 	ctx       context.Context // ends at Close or when the client is closed
 	cancel    context.CancelFunc
@@ -155,7 +154,6 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		self:       self,
 		value:      value,
 		log:        cfg.Logger.With("node", cfg.NodeID),
-		opTimeout:  cfg.TTL,
 		done:       make(chan struct{}),
 		reput:      make(chan struct{}, 1),
 		changed:    make(chan struct{}),
@@ -208,7 +206,7 @@ func (r *Registry) abort() {
 	r.mu.Unlock()
 	if lease != clientv3.NoLease {
 		// Best effort and brief: New is failing already, and the lease expires by itself.
-		ctx, cancel := context.WithTimeout(context.Background(), min(r.opTimeout, time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), min(r.cfg.TTL, time.Second))
 		_, _ = r.client.Revoke(ctx, lease)
 		cancel()
 	}
@@ -298,7 +296,7 @@ func (r *Registry) stop() {
 // register grants a lease, puts the key under it and starts its keepalive. ctx bounds the
 // grant and the put; the keepalive lives until the returned stop or the registry's end.
 func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, error) {
-	opCtx, cancel := context.WithTimeout(ctx, r.opTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
 	defer cancel()
 	g, err := r.client.Grant(opCtx, int64(r.cfg.TTL/time.Second))
 	if err != nil {
@@ -364,7 +362,7 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 			r.mu.Lock()
 			lease := r.lease
 			r.mu.Unlock()
-			ctx, cancel := context.WithTimeout(r.ctx, r.opTimeout)
+			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.TTL)
 			_, err := r.client.Put(ctx, r.key, r.value, clientv3.WithLease(lease))
 			cancel()
 			if err != nil {
@@ -518,7 +516,7 @@ func describe(cs []change) []string {
 
 // list reads the whole prefix: the complete member set at the returned revision.
 func (r *Registry) list(ctx context.Context) (int64, update, error) {
-	opCtx, cancel := context.WithTimeout(ctx, r.opTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
 	defer cancel()
 	resp, err := r.client.Get(opCtx, r.cfg.Prefix, clientv3.WithPrefix())
 	if err != nil {

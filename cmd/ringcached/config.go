@@ -211,10 +211,13 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	fs.Usage = func() {}
 	// The flags only record their raw values here; they are applied last,
 	// over the file and the environment.
-	type rawFlag struct{ name, value string }
+	type rawFlag struct {
+		s     setting
+		value string
+	}
 	var flags []rawFlag
 	for _, s := range settings {
-		fs.Func(s.name, s.usage, func(v string) error { flags = append(flags, rawFlag{s.name, v}); return nil })
+		fs.Func(s.name, s.usage, func(v string) error { flags = append(flags, rawFlag{s, v}); return nil })
 	}
 	var groupFlags []string
 	fs.Func("group", "", func(v string) error { groupFlags = append(groupFlags, v); return nil })
@@ -250,7 +253,7 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 
 	flagged := make(map[string]bool, len(flags))
 	for _, f := range flags {
-		flagged[f.name] = true
+		flagged[f.s.name] = true
 	}
 	for _, s := range settings {
 		if flagged[s.name] {
@@ -262,13 +265,9 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 			}
 		}
 	}
-	bySetting := make(map[string]setting, len(settings))
-	for _, s := range settings {
-		bySetting[s.name] = s
-	}
 	for _, f := range flags {
-		if err := bySetting[f.name].set(&cfg, f.value); err != nil {
-			return Config{}, fmt.Errorf("%w: -%s: %v", errConfig, f.name, err)
+		if err := f.s.set(&cfg, f.value); err != nil {
+			return Config{}, fmt.Errorf("%w: -%s: %v", errConfig, f.s.name, err)
 		}
 	}
 

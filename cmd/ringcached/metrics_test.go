@@ -18,7 +18,9 @@ func TestPeerSeriesForgotten(t *testing.T) {
 	const a, b = "http://10.0.0.1:8080", "http://10.0.0.2:8080"
 
 	setter := n.setter()
-	setter.Set(a, b)
+	if err := setter.Set(a, b); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{a, b} {
 		n.metrics.observePeer(p, "get", time.Millisecond, nil)
 	}
@@ -29,7 +31,9 @@ func TestPeerSeriesForgotten(t *testing.T) {
 		}
 	}
 
-	setter.Set(a) // b leaves
+	if err := setter.Set(a); err != nil { // b leaves
+		t.Fatal(err)
+	}
 	mfs = scrape(t, base)
 	if got := value(t, mfs, "ringcache_peer_requests_total", "peer", a); got != 1 {
 		t.Errorf("ringcache_peer_requests_total{peer=%q} = %v, want 1: a member's series stays", a, got)

@@ -32,8 +32,8 @@ type node struct {
 	cache   *cache.Node
 	pool    *transport.Pool
 	metrics *metrics
-	demos   map[string]*origin.Demo        // by group: the demo origins, for /debug/origin
-	reg     atomic.Pointer[peers.Registry] // nil with static membership
+	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
+	reg     *peers.Registry         // nil with static membership; set by join, before serving
 
 	isReady atomic.Bool
 	servers []*http.Server
@@ -289,7 +289,7 @@ func (n *node) join(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
-	n.reg.Store(reg)
+	n.reg = reg
 	return nil
 }
 
@@ -313,8 +313,8 @@ func (n *node) awaitMembers(ctx context.Context, ok func(members int) bool, time
 // etcd client was closed under it), then stops the node gracefully.
 func (n *node) wait(ctx context.Context) error {
 	var regDone <-chan struct{}
-	if reg := n.reg.Load(); reg != nil {
-		regDone = reg.Done()
+	if n.reg != nil {
+		regDone = n.reg.Done()
 	}
 	// A failure is returned, not logged: main prints it after the stop.
 	var err error
@@ -342,9 +342,9 @@ func (n *node) stop(ctx context.Context) {
 		start := time.Now()
 		n.isReady.Store(false)
 		n.log.Info("stopping: not ready, leaving the ring, finishing requests", "timeout", n.cfg.ShutdownTimeout)
-		if reg := n.reg.Load(); reg != nil {
+		if n.reg != nil {
 			closed := make(chan error, 1)
-			go func() { closed <- reg.Close() }()
+			go func() { closed <- n.reg.Close() }()
 			select {
 			case err := <-closed:
 				if err != nil {
@@ -415,13 +415,12 @@ func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 		Shares:  n.pool.Shares(),
 		Ready:   n.ready(),
 	}
-	reg := n.reg.Load()
-	info.Static = reg == nil
+	info.Static = n.reg == nil
 	if r.URL.Query().Has("key") {
 		info.Owner = n.pool.Owner(r.URL.Query().Get("key"))
 	}
-	if reg != nil {
-		st := reg.State()
+	if n.reg != nil {
+		st := n.reg.State()
 		info.Etcd = &etcdInfo{Connected: st.Connected, Registered: st.Registered, LastContact: st.LastContact, LastChange: st.LastChange, Pending: []string{}}
 		for _, m := range st.Pending {
 			info.Etcd.Pending = append(info.Etcd.Pending, m.PeerURL)
@@ -457,14 +456,12 @@ func (n *node) ringVersion() uint64    { return n.pool.Version() }
 // ready: started, not stopping, and (with etcd) registered with a member
 // set. During an etcd outage the registry stays ready on its last member set.
 func (n *node) ready() bool {
-	reg := n.reg.Load()
-	return n.isReady.Load() && (reg == nil || reg.Ready())
+	return n.isReady.Load() && (n.reg == nil || n.reg.Ready())
 }
 
 func (n *node) etcdConnected() (bool, bool) {
-	reg := n.reg.Load()
-	if reg == nil {
+	if n.reg == nil {
 		return false, false
 	}
-	return reg.State().Connected, true
+	return n.reg.State().Connected, true
 }

@@ -93,13 +93,16 @@ type Config struct {
 	OnPeerRequest func(peer, op string, d time.Duration, err error)
 }
 
-// DefaultConfig returns a Config with every default filled in but Self.
+// DefaultConfig returns a Config with every default filled in but Self and
+// DialTimeout, whose default follows PeerTimeout (so a caller that lowers
+// PeerTimeout lowers it too), and Logger (nil: discard).
 func DefaultConfig() Config {
 	return Config{
 		BasePath:            DefaultBasePath,
 		Replicas:            DefaultReplicas,
 		Hash:                consistenthash.CRC32,
 		PeerTimeout:         DefaultPeerTimeout,
+		MaxResponseBytes:    DefaultMaxResponseBytes,
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
 		MaxKeyBytes:         DefaultMaxKeyBytes,
 		SignatureWindow:     DefaultSignatureWindow,

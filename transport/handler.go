@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -50,11 +52,10 @@ type HandlerConfig struct {
 // Handler does not serve the peer routes (Pool.PeerHandler), so the two can
 // listen on different addresses. A Handler is safe for concurrent use.
 type Handler struct {
-	node   *cache.Node
-	cfg    HandlerConfig
-	mux    *http.ServeMux
-	now    func() time.Time
-	logger *slog.Logger
+	node *cache.Node
+	cfg  HandlerConfig
+	mux  *http.ServeMux
+	now  func() time.Time
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -73,7 +74,7 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{node: node, cfg: cfg, mux: http.NewServeMux(), now: time.Now, logger: cfg.Logger}
+	h := &Handler{node: node, cfg: cfg, mux: http.NewServeMux(), now: time.Now}
 	// One pattern for every method, so that 405 goes through StatusOf like
 	// every other error; a second one catches /cache/ paths without a key.
 	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", h.serveKey)
@@ -146,7 +147,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 // StatusOf has no better name for.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if StatusOf(err) == http.StatusInternalServerError {
-		h.logger.Error("transport: request failed",
+		h.cfg.Logger.Error("transport: request failed",
 			"group", r.PathValue("group"), "key", r.PathValue("key"), "method", r.Method, "err", err)
 	}
 	writeError(w, err)
@@ -194,10 +195,12 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 // resistant, but whoever could pick colliding values can PUT any value
 // anyway.
 func etag(data []byte) string {
-	var b [1 + 8 + 8 + 1 + 16 + 1]byte
+	var sums [8]byte
+	binary.BigEndian.PutUint32(sums[:4], crc32.Checksum(data, castagnoli))
+	binary.BigEndian.PutUint32(sums[4:], crc32.ChecksumIEEE(data))
+	var b [1 + 16 + 1 + 16 + 1]byte
 	t := append(b[:0], '"')
-	t = appendHex32(t, crc32.Checksum(data, castagnoli))
-	t = appendHex32(t, crc32.ChecksumIEEE(data))
+	t = hex.AppendEncode(t, sums[:])
 	t = append(t, '-')
 	t = strconv.AppendUint(t, uint64(len(data)), 16)
 	t = append(t, '"')
@@ -205,15 +208,6 @@ func etag(data []byte) string {
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// appendHex32 appends v as 8 lowercase hex digits.
-func appendHex32(b []byte, v uint32) []byte {
-	const digits = "0123456789abcdef"
-	for shift := 28; shift >= 0; shift -= 4 {
-		b = append(b, digits[v>>shift&15])
-	}
-	return b
-}
 
 // etagMatch reports whether an If-None-Match header matches tag, with the
 // weak comparison RFC 9110 section 13.1.2 prescribes for it.

@@ -115,7 +115,12 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 		}
 		return err
 	}
-	pe.downUntil.Store(0)
+	// Load before Store: on the usual path the peer was never marked down,
+	// and a store on every request would bounce the cache line between
+	// the cores fetching from this peer.
+	if pe.downUntil.Load() != 0 {
+		pe.downUntil.Store(0)
+	}
 	defer res.Body.Close()
 	status = res.StatusCode
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
@@ -135,12 +140,11 @@ func (pe *peer) do(ctx context.Context, op, method, group, key string, body []by
 // established connection (a reset, a slow owner) do not count: they say
 // nothing about the next connection.
 func isDialError(err error) bool {
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
+	if _, ok := errors.AsType[*net.DNSError](err); ok {
 		return true
 	}
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	op, ok := errors.AsType[*net.OpError](err)
+	return ok && op.Op == "dial"
 }
 
 // statusError maps a peer's status code to the error the cache acts on.
@@ -272,6 +276,6 @@ func setValueHeaders(h http.Header, v cache.Value) {
 
 // isPeerError reports whether err came from a peer request, for StatusOf.
 func isPeerError(err error) bool {
-	var pe *PeerError
-	return errors.As(err, &pe)
+	_, ok := errors.AsType[*PeerError](err)
+	return ok
 }

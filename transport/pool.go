@@ -45,12 +45,12 @@ const maxSeenPairs = 1024
 // poolState is one membership: immutable once published.
 type poolState struct {
 	ring    *consistenthash.Map
-	version uint64 // ring.Version()
 	members []string
 	peers   map[string]*peer // by base URL, self excluded
 	others  []cache.Peer     // the values of peers, in member order
-	// versionHeader is the ring version as a header value, built once:
-	// requests and responses share it, and net/http only reads it.
+	// versionHeader is the ring version as a header value (hex, as logs,
+	// metrics and /status show it), built once: requests and responses
+	// share it, and net/http only reads it.
 	versionHeader []string
 }
 
@@ -118,8 +118,8 @@ func (p *Pool) Set(peers ...string) error {
 // memory. A URL given twice in different spellings keeps the larger weight.
 // It returns ErrBadPeer for a bad URL and an error wrapping
 // consistenthash.ErrBadWeight or ErrTooManyPoints for a bad weight; on error
-// the membership is unchanged. It satisfies peers.WeightedSetter (but for
-// the error, which the caller logs).
+// the membership is unchanged. It satisfies peers.WeightedSetter (as
+// Set satisfies peers.Setter).
 func (p *Pool) SetWeighted(weights map[string]int) error {
 	w := map[string]int{p.cfg.Self: 1}
 	for s, weight := range weights {
@@ -159,10 +159,9 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 	old := p.state.Load()
 	st := &poolState{
 		ring:          ring,
-		version:       ring.Version(),
 		members:       members,
 		peers:         make(map[string]*peer, len(members)),
-		versionHeader: []string{strconv.FormatUint(ring.Version(), 10)},
+		versionHeader: []string{strconv.FormatUint(ring.Version(), 16)},
 	}
 	for _, m := range members {
 		if m == p.cfg.Self {
@@ -183,9 +182,9 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 	p.state.Store(st)
 	p.mu.Unlock()
 	// Log after unlocking: a slog handler is the caller's code.
-	if old != nil && old.version != st.version {
+	if old != nil && old.ring.Version() != ring.Version() {
 		p.cfg.Logger.Info("transport: membership changed",
-			"members", len(members), "ring_version", strconv.FormatUint(st.version, 16))
+			"members", len(members), "ring_version", st.versionHeader[0])
 	}
 	return nil
 }
@@ -202,11 +201,12 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 	if header == "" || header == st.versionHeader[0] {
 		return
 	}
-	theirs, err := strconv.ParseUint(header, 10, 64)
-	if err != nil || theirs == st.version {
+	ours := st.ring.Version()
+	theirs, err := strconv.ParseUint(header, 16, 64)
+	if err != nil || theirs == ours {
 		return
 	}
-	pair := versionPair{st.version, theirs}
+	pair := versionPair{ours, theirs}
 	if _, seen := p.seen.Load(pair); seen {
 		return
 	}
@@ -219,7 +219,7 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 		p.seenN.Store(0)
 	}
 	p.cfg.Logger.Warn("transport: peer sees another ring",
-		"peer", peer, "ring_version", strconv.FormatUint(st.version, 16), "peer_ring_version", strconv.FormatUint(theirs, 16))
+		"peer", peer, "ring_version", st.versionHeader[0], "peer_ring_version", strconv.FormatUint(theirs, 16))
 }
 
 // PickPeer returns the peer that owns key, and false when this node owns it.

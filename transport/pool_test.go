@@ -46,6 +46,7 @@ func TestNewPoolConfig(t *testing.T) {
 	if got.Self != "http://a:1" || got.BasePath != want.BasePath || got.Replicas != want.Replicas ||
 		got.PeerTimeout != want.PeerTimeout || got.MaxIdleConnsPerHost != want.MaxIdleConnsPerHost ||
 		got.MaxKeyBytes != want.MaxKeyBytes || got.SignatureWindow != want.SignatureWindow ||
+		got.MaxResponseBytes != want.MaxResponseBytes || got.DialTimeout != DefaultDialTimeout ||
 		got.Hash == nil || got.Logger == nil {
 		t.Fatalf("defaults not applied: %+v", got)
 	}

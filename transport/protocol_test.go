@@ -282,6 +282,13 @@ func TestETag(t *testing.T) {
 	if etag(data[:len(data)-1]) == tag || etag(nil) == etag([]byte{0}) {
 		t.Fatal("the length is not in the tag")
 	}
+	// Every node must compute the same tag, across versions too: pin the
+	// format (CRC-32C, CRC-32 IEEE, length, in lowercase hex).
+	for in, want := range map[string]string{"value": `"e1e003631d775834-5"`, "": `"0000000000000000-0"`} {
+		if got := etag([]byte(in)); got != want {
+			t.Errorf("etag(%q) = %s, want %s", in, got, want)
+		}
+	}
 }
 
 func TestETagMatch(t *testing.T) {

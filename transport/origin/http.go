@@ -2,6 +2,7 @@ package origin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,8 +106,9 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		header:   cfg.Header.Clone(),
 		client:   cfg.Client,
 	}
-	h.pathPart, h.queryPart, _ = strings.Cut(cfg.URL, "?")
-	if strings.Contains(cfg.URL, "?") {
+	var hasQuery bool
+	h.pathPart, h.queryPart, hasQuery = strings.Cut(cfg.URL, "?")
+	if hasQuery {
 		h.queryPart = "?" + h.queryPart
 	}
 	h.keyInPath = strings.Contains(h.pathPart, "{key}")
@@ -263,15 +265,9 @@ func seconds(s string) (time.Duration, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
-			n = 1<<31 - 1
-		} else {
-			return 0, false
-		}
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
 	}
-	if n > 1<<31-1 {
-		n = 1<<31 - 1
-	}
-	return time.Duration(n) * time.Second, true
+	// On ErrRange, n is the largest uint64, which the cap brings down.
+	return time.Duration(min(n, 1<<31-1)) * time.Second, true
 }

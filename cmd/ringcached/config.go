@@ -462,8 +462,10 @@ func (c *Config) Validate() error {
 	if c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0 {
 		return bad("lease-ttl", "%v: want a whole number of seconds, at least 1s", c.LeaseTTL)
 	}
-	if c.HoldDown < 0 {
-		return bad("hold-down", "%v: must not be negative", c.HoldDown)
+	// peers reads a zero hold-down as its default (2s): accepting 0 here
+	// would make "-hold-down 0s" silently mean 2s.
+	if c.HoldDown <= 0 {
+		return bad("hold-down", "%v: must be > 0", c.HoldDown)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return bad("log-level", "%v", err)

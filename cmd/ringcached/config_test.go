@@ -113,7 +113,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		"RINGCACHE_PEER_LISTEN":      ":9181",
 		"RINGCACHE_PEER_URL":         "http://node-a:9181",
 		"RINGCACHE_NODE_ID":          "node-a",
-		"RINGCACHE_HOLD_DOWN":        "0s",
+		"RINGCACHE_HOLD_DOWN":        "1s",
 		"RINGCACHE_SECRET":           "0123456789abcdef",
 		"RINGCACHE_LOG_FORMAT":       "json",
 		"RINGCACHE_MAX_KEY_BYTES":    "100",
@@ -128,7 +128,7 @@ func TestLoadConfigEnv(t *testing.T) {
 	want := Config{
 		Listen: "127.0.0.1:8181", PeerListen: ":9181", PeerURL: "http://node-a:9181",
 		Peers: []string{"http://a:8080", "http://b:8080"}, Cluster: "default", NodeID: "node-a",
-		LeaseTTL: 5 * time.Second, HoldDown: 0, Secret: "0123456789abcdef", ConfigFile: file,
+		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
 		Groups: []GroupSpec{
 			{Name: "a", Origin: "demo", Bytes: defaultGroupBytes, DemoSize: 256, DemoLatency: 20 * time.Millisecond},
@@ -160,6 +160,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "fractional lease", args: []string{"-group", demoGroup, "-lease-ttl", "1500ms"}, want: []string{"lease-ttl", "whole number of seconds"}},
 		{name: "zero lease", args: []string{"-group", demoGroup, "-lease-ttl", "0s"}, want: []string{"lease-ttl"}},
 		{name: "negative hold-down", args: []string{"-group", demoGroup, "-hold-down", "-1s"}, want: []string{"hold-down"}},
+		{name: "zero hold-down", args: []string{"-group", demoGroup, "-hold-down", "0s"}, want: []string{"hold-down", "> 0"}},
 		{name: "bad int", args: []string{"-group", demoGroup, "-max-key-bytes", "lots"}, want: []string{"-max-key-bytes"}},
 		{name: "zero max key", args: []string{"-group", demoGroup, "-max-key-bytes", "0"}, want: []string{"max-key-bytes"}},
 		{name: "unknown hash", args: []string{"-group", demoGroup, "-hash", "sha1"}, want: []string{"hash", "xxhash"}},

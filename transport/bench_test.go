@@ -41,6 +41,32 @@ func benchOwner(b *testing.B, size int) (nodes []*testNode, key string) {
 // response decoded. parallel=true runs 32 callers per CPU. client=groupcache is groupcache's own HTTPPool client
 // (http.DefaultTransport, 2 idle connections per host) against the same
 // ringcache owner.
+// fetches runs fetch for the benchmark: b.N times in a row, or from 32
+// goroutines per CPU if parallel (more concurrent fetches than groupcache's
+// 2 idle connections per host). A failure in a parallel worker is reported
+// with Error: Fatal may only be called from the benchmark's own goroutine.
+func fetches(b *testing.B, size int, parallel bool, fetch func() error) {
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	if parallel {
+		b.SetParallelism(32)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := fetch(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		return
+	}
+	for b.Loop() {
+		if err := fetch(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func BenchmarkPeerFetch(b *testing.B) {
 	for _, size := range benchSizes {
 		for _, parallel := range []bool{false, true} {
@@ -52,28 +78,13 @@ func BenchmarkPeerFetch(b *testing.B) {
 					b.Fatal("no peer owns the key")
 				}
 				ctx := b.Context()
-				fetch := func() {
+				fetches(b, size, parallel, func() error {
 					v, err := pe.Fetch(ctx, testGroup, key)
 					if err != nil || len(v.Data) != size {
-						b.Fatalf("Fetch: %d bytes, %v", len(v.Data), err)
+						return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
 					}
-				}
-				b.ReportAllocs()
-				b.SetBytes(int64(size))
-				if parallel {
-					// 32 callers per CPU: more concurrent fetches than
-					// groupcache's 2 idle connections per host.
-					b.SetParallelism(32)
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							fetch()
-						}
-					})
-					return
-				}
-				for b.Loop() {
-					fetch()
-				}
+					return nil
+				})
 			})
 			name = fmt.Sprintf("client=groupcache/size=%dKiB/parallel=%v", size>>10, parallel)
 			b.Run(name, func(b *testing.B) {
@@ -81,29 +92,14 @@ func BenchmarkPeerFetch(b *testing.B) {
 				getter := groupcacheClient(nodes[1].url)
 				b.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 				ctx := b.Context()
-				fetch := func() {
+				fetches(b, size, parallel, func() error {
 					req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &key}
 					var res groupcachepb.GetResponse
 					if err := getter.Get(ctx, req, &res); err != nil || len(res.Value) != size {
-						b.Fatalf("Get: %d bytes, %v", len(res.Value), err)
+						return fmt.Errorf("Get: %d bytes, %v", len(res.Value), err)
 					}
-				}
-				b.ReportAllocs()
-				b.SetBytes(int64(size))
-				if parallel {
-					// 32 callers per CPU: more concurrent fetches than
-					// groupcache's 2 idle connections per host.
-					b.SetParallelism(32)
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							fetch()
-						}
-					})
-					return
-				}
-				for b.Loop() {
-					fetch()
-				}
+					return nil
+				})
 			})
 		}
 	}

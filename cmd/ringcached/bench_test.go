@@ -21,17 +21,8 @@ func BenchmarkServeHit(b *testing.B) {
 	defer bare.Close()
 
 	cfg := DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.LogLevel = "error"
 	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: 1024}}
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	n, err := startNode(context.Background(), cfg, newLogger(io.Discard, "error", "text"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.stop(context.Background())
+	n, _ := startTestNode(b, cfg)
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	defer client.CloseIdleConnections()
@@ -89,18 +80,10 @@ func BenchmarkOriginTimer(b *testing.B) {
 // cost of reading every group's Stats at scrape time.
 func BenchmarkScrape(b *testing.B) {
 	cfg := DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
 	for i := range 10 {
 		cfg.Groups = append(cfg.Groups, GroupSpec{Name: fmt.Sprintf("g%d", i), Origin: originDemo})
 	}
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	n, err := startNode(context.Background(), cfg, newLogger(io.Discard, "error", "text"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.stop(context.Background())
+	n, _ := startTestNode(b, cfg)
 	h := n.metrics.handler()
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	b.ReportAllocs()

@@ -225,11 +225,13 @@ func newBlockingOrigin(t *testing.T) *blockingOrigin {
 	return o
 }
 
-// startTestNode starts a node from cfg (Listen on a free loopback port by
-// default) and stops it at cleanup. Its logs go to the returned output.
-func startTestNode(t *testing.T, cfg Config) (*node, *output) {
+// startTestNode starts a node from cfg and stops it at cleanup. Its logs go
+// to the returned output. An empty or default Listen (":8080", every
+// interface) becomes a free loopback port: tests run in parallel and send
+// traffic to loopback only.
+func startTestNode(t testing.TB, cfg Config) (*node, *output) {
 	t.Helper()
-	if cfg.Listen == "" {
+	if cfg.Listen == "" || cfg.Listen == DefaultConfig().Listen {
 		cfg.Listen = "127.0.0.1:0"
 	}
 	if err := cfg.Validate(); err != nil {

@@ -392,7 +392,7 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	// one line a second says as much as thousands (Stats counts them all).
 	if now, last := time.Now().UnixNano(), g.peerWarned.Load(); now-last >= int64(time.Second) &&
 		g.peerWarned.CompareAndSwap(last, now) {
-		g.log.Warn("cache: peer fetch failed, loading locally", "group", g.cfg.Name, "key", key, "peer", peerName(peer), "err", err)
+		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peerName(peer), "err", err)
 	}
 	// The fallback shares the node's origin load for key (with GetLocal
 	// callers, say); that load never calls a peer, so this cannot cycle. It

@@ -175,6 +175,9 @@ func TestCluster(t *testing.T) {
 			for _, line := range r.stats.Samples {
 				t.Logf("  sample: %s", line)
 			}
+			for _, line := range r.stats.Slowest {
+				t.Logf("  slowest: %s", line)
+			}
 		})
 	}
 	s.summary(t)

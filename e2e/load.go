@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -291,6 +292,9 @@ type Stats struct {
 	MaxFirstTry time.Duration
 	// Samples holds up to five error or wrong-value descriptions.
 	Samples []string
+	// Slowest describes the three slowest requests (when, key, the node
+	// asked, the node that answered, how long), to tell where a stall was.
+	Slowest []string
 }
 
 // Check verifies every 200 body in w against the demo value rule and sums the
@@ -330,6 +334,12 @@ func Check(w *Window, group string, size int) Stats {
 	if len(durs) > 0 {
 		slices.Sort(durs)
 		s.P99 = durs[len(durs)*99/100]
+	}
+	slow := slices.Clone(w.Records)
+	slices.SortFunc(slow, func(a, b Record) int { return cmp.Compare(b.Dur, a.Dur) })
+	for _, r := range slow[:min(3, len(slow))] {
+		s.Slowest = append(s.Slowest, fmt.Sprintf("%s %s via %s->%s %s", r.At.Format("15:04:05.000"),
+			r.Key, r.Node, r.Served, r.Dur.Round(time.Millisecond)))
 	}
 	return s
 }

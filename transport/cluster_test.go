@@ -73,6 +73,8 @@ type clusterOpts struct {
 	origin origin
 	// wrap, if set, wraps each node's public handler.
 	wrap func(http.Handler) http.Handler
+	// handler, if set, tunes each node's public handler.
+	handler func(i int, c *HandlerConfig)
 }
 
 // newCluster starts n nodes on loopback that know each other, and a log of
@@ -114,7 +116,11 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		if tn.group, err = tn.node.NewGroup(gcfg); err != nil {
 			t.Fatal(err)
 		}
-		h, err := NewHandler(tn.node, HandlerConfig{})
+		var hcfg HandlerConfig
+		if o.handler != nil {
+			o.handler(i, &hcfg)
+		}
+		h, err := NewHandler(tn.node, hcfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,12 @@ type HandlerConfig struct {
 	MaxKeyBytes int
 	// Logger receives unexpected failures (500s). If nil, logs are discarded.
 	Logger *slog.Logger
+	// Auth decides which requests need a bearer token. If nil, none does
+	// and writes are open: the embedding program guards the handler.
+	Auth *Auth
+	// Clients bounds each client's requests that miss the cache (429 over
+	// the bound). If nil, there is no bound.
+	Clients *ClientLimiter
 }
 
 // Handler serves the public API of a node, under /cache/:
@@ -99,6 +105,13 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrMethodNotAllowed)
 		return
 	}
+	if h.cfg.Auth != nil {
+		if err := h.cfg.Auth.Check(r); err != nil {
+			challenge(w, err)
+			writeError(w, err)
+			return
+		}
+	}
 	key := r.PathValue("key")
 	if err := checkKey(key, h.cfg.MaxKeyBytes); err != nil {
 		writeError(w, err)
@@ -113,6 +126,15 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		if h.cfg.Clients != nil && !g.Cached(key) {
+			release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, err)
+				return
+			}
+			defer release()
+		}
 		v, err := g.Get(ctx, key)
 		if err != nil {
 			h.fail(w, r, err)

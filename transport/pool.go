@@ -73,7 +73,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		}).DialContext,
 		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
 		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     PeerIdleConnTimeout,
 		// Values are opaque bytes, often already compressed: do not ask for
 		// gzip and spend CPU on both ends.
 		DisableCompression:    true,

@@ -20,8 +20,8 @@ func TestNewServer(t *testing.T) {
 	if s.WriteTimeout <= 30e9 {
 		t.Errorf("WriteTimeout %v does not outlast a group's default 30s LoadTimeout", s.WriteTimeout)
 	}
-	if s.IdleTimeout <= 90e9 {
-		t.Errorf("IdleTimeout %v does not outlast the peer client's 90s idle timeout", s.IdleTimeout)
+	if s.IdleTimeout <= PeerIdleConnTimeout {
+		t.Errorf("IdleTimeout %v does not outlast the peer client's %v idle timeout", s.IdleTimeout, PeerIdleConnTimeout)
 	}
 }
 

@@ -83,7 +83,7 @@ func newAuthState(cfg AuthConfig) (*authState, error) {
 		dst    *[][sha256.Size]byte
 	}{{"write", cfg.WriteTokens, &st.write}, {"read", cfg.ReadTokens, &st.read}} {
 		for i, t := range set.tokens {
-			if err := checkToken(t); err != nil {
+			if err := CheckToken(t); err != nil {
 				return nil, fmt.Errorf("%w: %s token #%d: %v", ErrConfig, set.name, i+1, err)
 			}
 			*set.dst = append(*set.dst, sha256.Sum256([]byte(t)))
@@ -92,9 +92,9 @@ func newAuthState(cfg AuthConfig) (*authState, error) {
 	return st, nil
 }
 
-// checkToken refuses tokens that are too short to resist guessing, too long
+// CheckToken refuses tokens that are too short to resist guessing, too long
 // for a header, or that hold bytes a header cannot carry unchanged.
-func checkToken(t string) error {
+func CheckToken(t string) error {
 	if len(t) < MinTokenBytes {
 		return fmt.Errorf("%d bytes: want at least %d", len(t), MinTokenBytes)
 	}

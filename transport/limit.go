@@ -10,6 +10,11 @@ import (
 	"time"
 )
 
+// DefaultMaxConns is the daemon's cap on each listener's open connections:
+// well below a typical file-descriptor limit, well above what peers (up to
+// MaxIdleConnsPerHost each) and clients with keep-alive pools need.
+const DefaultMaxConns = 4096
+
 // LimitListener caps the connections a listener has open at once. Unlike
 // golang.org/x/net/netutil.LimitListener, which stops accepting at the cap
 // and so leaves new connections queued in the kernel for as long as the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/peers"
+	"github.com/ringcache/ringcache/transport"
 )
 
 // errConfig is wrapped by every configuration error; the message after it
@@ -51,6 +52,22 @@ type Config struct {
 	Weight          int           // this node's points: Weight × Replicas
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	Groups          []GroupSpec
+
+	// The public API's access, TLS and limits. A zero value selects the
+	// default its setting documents.
+	WriteToken        string        // bearer token for PUT and DELETE
+	WriteTokenFile    string        // file of write tokens, one a line; reread on SIGHUP
+	OpenWrites        bool          // PUT and DELETE without a token
+	ReadToken         string        // if set, GET and HEAD need a token too
+	ReadTokenFile     string        // file of read tokens; reread on SIGHUP
+	AdminListen       string        // if set, /metrics and /debug/* listen here only
+	TLSCert, TLSKey   string        // PEM files of the public listener; reread on SIGHUP
+	MaxConns          int           // open connections per listener
+	IdleTimeout       time.Duration // idle keep-alive connections are closed after it
+	ReadHeaderTimeout time.Duration // a request's headers must arrive within it
+	ClientMisses      int           // misses in flight per client; -1: no limit
+	ClientMissRate    float64       // misses per second per client; -1: no limit
+	ClientMissBurst   int           // burst of ClientMissRate
 }
 
 // GroupSpec describes one group and its origin. Zero values select the
@@ -108,6 +125,7 @@ type setting struct {
 	def   string // the default as README shows it
 	usage string
 	list  bool // a YAML sequence is accepted and joined with commas
+	flag  bool // a boolean: "-name" alone means true
 	set   func(c *Config, v string) error
 }
 
@@ -151,6 +169,37 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
+
+	// The public API: who may write and read, TLS, and the bounds that keep
+	// one client or a flood of connections from taking the node down.
+	{name: "write-token", def: `""`, usage: "bearer token that PUT and DELETE need; without it (or -write-token-file) they get 403 unless -open-writes",
+		set: func(c *Config, v string) error { c.WriteToken = v; return nil }},
+	{name: "write-token-file", def: `""`, usage: "file of write tokens, one a line (two during a rotation); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.WriteTokenFile = v; return nil }},
+	{name: "open-writes", def: "false", flag: true, usage: "let anyone who reaches the public API PUT and DELETE, without a token",
+		set: func(c *Config, v string) error { return parseBool(&c.OpenWrites, v) }},
+	{name: "read-token", def: `""`, usage: "if set, GET and HEAD need this bearer token (or a write token)",
+		set: func(c *Config, v string) error { c.ReadToken = v; return nil }},
+	{name: "read-token-file", def: `""`, usage: "file of read tokens, one a line; reread on SIGHUP",
+		set: func(c *Config, v string) error { c.ReadTokenFile = v; return nil }},
+	{name: "admin-listen", def: `""`, usage: "separate address for /metrics and /debug/*, which then leave the public listener",
+		set: func(c *Config, v string) error { c.AdminListen = v; return nil }},
+	{name: "tls-cert", def: `""`, usage: "PEM certificate chain of the public listener (with -tls-key; needs -peer-listen); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.TLSCert = v; return nil }},
+	{name: "tls-key", def: `""`, usage: "PEM private key of -tls-cert",
+		set: func(c *Config, v string) error { c.TLSKey = v; return nil }},
+	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxConns, v) }},
+	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
+		set: func(c *Config, v string) error { return parseDuration(&c.IdleTimeout, v) }},
+	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
+		set: func(c *Config, v string) error { return parseDuration(&c.ReadHeaderTimeout, v) }},
+	{name: "client-misses", def: strconv.Itoa(transport.DefaultClientLimits.MaxMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseLimit(&c.ClientMisses, v) }},
+	{name: "client-miss-rate", def: strconv.FormatFloat(transport.DefaultClientLimits.MissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseRate(&c.ClientMissRate, v) }},
+	{name: "client-miss-burst", def: strconv.Itoa(transport.DefaultClientLimits.MissBurst), usage: "burst allowed above -client-miss-rate",
+		set: func(c *Config, v string) error { return parseInt(&c.ClientMissBurst, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group
@@ -217,7 +266,12 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	var flags []rawFlag
 	for _, s := range settings {
-		fs.Func(s.name, s.usage, func(v string) error { flags = append(flags, rawFlag{s, v}); return nil })
+		record := func(v string) error { flags = append(flags, rawFlag{s, v}); return nil }
+		if s.flag {
+			fs.BoolFunc(s.name, s.usage, record)
+			continue
+		}
+		fs.Func(s.name, s.usage, record)
 	}
 	var groupFlags []string
 	fs.Func("group", "", func(v string) error { groupFlags = append(groupFlags, v); return nil })
@@ -494,6 +548,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)
+	}
+	if err := c.validatePublic(); err != nil {
+		return err
 	}
 	if len(c.Groups) == 0 {
 		return bad("group", "no groups: give at least one with -group or in the config file")

@@ -37,6 +37,7 @@ type devCluster struct {
 	close1  sync.Once // embed.Etcd.Close panics when called twice
 	etcdURL string
 	secret  string
+	token   string // the public write token
 	nodes   []*node
 }
 
@@ -92,6 +93,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
 	c.secret = hex.EncodeToString(b[:])
+	c.token = newToken()
 
 	for i := range dc.Nodes {
 		port := 0
@@ -104,6 +106,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.Etcd = []string{c.etcdURL}
 		cfg.Cluster = "dev"
 		cfg.Secret = c.secret
+		cfg.WriteToken = c.token
 		cfg.LogLevel = dc.LogLevel
 		cfg.ShutdownTimeout = 5 * time.Second
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}
@@ -199,7 +202,9 @@ func (c *devCluster) printIntro(w io.Writer) {
 	fmt.Fprintf(w, "  curl '%s/debug/ring?key=hello'       # members, shares, and hello's owner\n", urls[0])
 	fmt.Fprintf(w, "  curl %s/debug/origin                 # demo origin loads on this node\n", last)
 	fmt.Fprintf(w, "  curl -s %s/metrics | grep ^ringcache_\n", urls[0])
-	fmt.Fprintf(w, "  curl -i -X PUT --data 'my value' %s/cache/demo/mine\n", urls[0])
+	fmt.Fprintf(w, "  curl -i -X PUT -H 'Authorization: Bearer %s' --data 'my value' %s/cache/demo/mine\n", c.token, urls[0])
+	fmt.Fprintf(w, "  curl -i -X DELETE -H 'Authorization: Bearer %s' %s/cache/demo/mine\n", c.token, last)
+	fmt.Fprintf(w, "  curl -i -X PUT --data 'forged' %s/cache/demo/mine    # 401 without the write token\n", urls[0])
 	fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route: 401 without the cluster secret\n", urls[0])
-	fmt.Fprintf(w, "\nPeer requests are signed with a generated secret. Press Ctrl-C to stop.\n\n")
+	fmt.Fprintf(w, "\nPeer requests are signed with a generated secret; public writes need the\ngenerated write token above. Press Ctrl-C to stop.\n\n")
 }

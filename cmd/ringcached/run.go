@@ -49,6 +49,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err // main prints it: logged too, it would show twice
 	}
+	stopReload := n.reloadOnHangup()
+	defer stopReload()
 	return n.wait(ctx)
 }
 

@@ -35,6 +35,12 @@ type node struct {
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
 
+	auth      *transport.Auth        // who may use the public API
+	cert      *transport.Certificate // the public listener's, or nil without TLS
+	clients   *transport.ClientLimiter
+	limited   []*transport.LimitListener // every listener, capped
+	adminAddr net.Addr                   // of the admin listener, or nil
+
 	isReady atomic.Bool
 	servers []*http.Server
 	addrs   []net.Addr    // of the public listener, then the peer one if any
@@ -72,6 +78,18 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		lns = append(lns, ln)
 		n.addrs = append(n.addrs, ln.Addr())
 	}
+	var adminLn net.Listener
+	if cfg.AdminListen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				adminLn.Close()
+			}
+		}()
+		n.adminAddr = adminLn.Addr()
+	}
 	host, err := os.Hostname()
 	if err != nil && (cfg.PeerURL == "" || cfg.NodeID == "") {
 		return nil, fmt.Errorf("ringcached: no -peer-url or -node-id given and no host name: %w", err)
@@ -93,6 +111,9 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		if len(secret) < 16 {
 			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
 		}
+	}
+	if err := n.setupPublic(); err != nil {
+		return nil, err
 	}
 	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
 	n.pool, err = transport.NewPool(transport.Config{
@@ -131,10 +152,10 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 			n.stop(ctx)
 		}
 	}()
-	if err := n.serve(lns); err != nil {
+	if err := n.serve(lns, adminLn); err != nil {
 		return nil, err
 	}
-	lns = nil // the servers own them now
+	lns, adminLn = nil, nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
 	return n, nil
@@ -185,9 +206,10 @@ func (n *node) addGroup(g GroupSpec) error {
 }
 
 // serve starts an HTTP server on each listener: the public API, and the peer
-// routes on the public listener or on their own.
-func (n *node) serve(lns []net.Listener) error {
-	public, err := transport.NewHandler(n.cache, transport.HandlerConfig{MaxKeyBytes: n.cfg.MaxKeyBytes, Logger: n.log})
+// routes on the public listener or on their own, and the admin routes
+// (metrics, debug) on the public listener or on adminLn when it is not nil.
+func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
+	public, err := transport.NewHandler(n.cache, transport.HandlerConfig{MaxKeyBytes: n.cfg.MaxKeyBytes, Logger: n.log, Auth: n.auth, Clients: n.clients})
 	if err != nil {
 		return err
 	}
@@ -201,28 +223,33 @@ func (n *node) serve(lns []net.Listener) error {
 		fmt.Fprint(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", n.serveReady)
-	mux.Handle("GET /metrics", n.metrics.handler())
-	mux.HandleFunc("GET /debug/ring", n.serveRing)
-	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	admin := mux
+	if adminLn != nil {
+		admin = http.NewServeMux()
+	}
+	n.adminRoutes(admin)
 	handlers := []http.Handler{mux}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {
 		handlers = append(handlers, peerHandler)
 	}
-	for i, ln := range lns {
-		srv := transport.NewServer(ln.Addr().String(), handlers[i])
-		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
-		n.servers = append(n.servers, srv)
-		n.served.Add(1)
-		go func() {
-			defer n.served.Done()
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				n.errc <- fmt.Errorf("ringcached: serving %s: %w", ln.Addr(), err)
-			}
-		}()
+	tlsOn := []bool{n.cert != nil, false}
+	if adminLn != nil {
+		lns = append(lns, adminLn)
+		handlers = append(handlers, admin)
+		tlsOn = append(tlsOn, false)
 	}
-	return nil
+	return n.startServers(lns, handlers, tlsOn)
+}
+
+// adminRoutes registers what operators and their tools read: metrics and
+// the debug reports. They name members and keys, so -admin-listen moves
+// them off the public listener.
+func (n *node) adminRoutes(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", n.metrics.handler())
+	mux.HandleFunc("GET /debug/ring", n.serveRing)
+	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
 }
 
 // poolSetter is the Pool as peers' Setter and WeightedSetter that also, on
@@ -368,6 +395,11 @@ func (n *node) stop(ctx context.Context) {
 		wg.Wait()
 		n.served.Wait()
 		n.pool.Close()
+		for _, ln := range n.limited {
+			if r := ln.Refused(); r > 0 {
+				n.log.Info("connections refused at the cap", "addr", ln.Addr().String(), "refused", r, "max", ln.Max())
+			}
+		}
 		n.log.Info("stopped", "dur", time.Since(start))
 	})
 }

@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ringcache/ringcache/transport"
+)
+
+// validatePublic checks the public API's access, TLS and limit settings.
+// Token files are read when the node starts, not here.
+func (c *Config) validatePublic() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", errConfig, field, fmt.Sprintf(format, args...))
+	}
+	if c.AdminListen != "" {
+		if err := checkAddr(c.AdminListen); err != nil {
+			return bad("admin-listen", "%v", err)
+		}
+		if (c.AdminListen == c.Listen || c.AdminListen == c.PeerListen) && !strings.HasSuffix(c.AdminListen, ":0") {
+			return bad("admin-listen", "same address as listen or peer-listen")
+		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return bad("tls-cert", "give both -tls-cert and -tls-key, or neither")
+	}
+	// Peers speak plain HTTP to each other's peer routes: on a TLS public
+	// listener they could not reach them.
+	if c.TLSCert != "" && c.PeerListen == "" {
+		return bad("tls-cert", "needs -peer-listen: peers do not speak TLS to the public listener")
+	}
+	if c.WriteToken != "" && c.WriteTokenFile != "" {
+		return bad("write-token", "give -write-token or -write-token-file, not both")
+	}
+	if c.ReadToken != "" && c.ReadTokenFile != "" {
+		return bad("read-token", "give -read-token or -read-token-file, not both")
+	}
+	if c.OpenWrites && (c.WriteToken != "" || c.WriteTokenFile != "") {
+		return bad("open-writes", "writes are open or need a token: not both")
+	}
+	for _, t := range []struct{ field, token string }{{"write-token", c.WriteToken}, {"read-token", c.ReadToken}} {
+		if t.token == "" {
+			continue
+		}
+		if err := transport.CheckToken(t.token); err != nil {
+			return bad(t.field, "%v", err)
+		}
+	}
+	switch {
+	case c.MaxConns < 0:
+		return bad("max-conns", "%d: must not be negative", c.MaxConns)
+	case c.IdleTimeout < 0:
+		return bad("idle-timeout", "%v: must not be negative", c.IdleTimeout)
+	case c.ReadHeaderTimeout < 0:
+		return bad("read-header-timeout", "%v: must not be negative", c.ReadHeaderTimeout)
+	case c.ClientMissBurst < 0:
+		return bad("client-miss-burst", "%d: must not be negative", c.ClientMissBurst)
+	}
+	return nil
+}
+
+// authConfig returns who may use the public API, reading the token files.
+func (c *Config) authConfig() (transport.AuthConfig, error) {
+	ac := transport.AuthConfig{OpenWrites: c.OpenWrites}
+	var err error
+	if ac.WriteTokens, err = tokens(c.WriteToken, c.WriteTokenFile); err != nil {
+		return ac, fmt.Errorf("%w: write-token-file: %v", errConfig, err)
+	}
+	if ac.ReadTokens, err = tokens(c.ReadToken, c.ReadTokenFile); err != nil {
+		return ac, fmt.Errorf("%w: read-token-file: %v", errConfig, err)
+	}
+	return ac, nil
+}
+
+// tokens returns the inline token, or the tokens of file: one a line,
+// blank lines and lines starting with # skipped, so that a rotation writes
+// the new token under the old one and later removes the old.
+func tokens(inline, file string) ([]string, error) {
+	if inline != "" {
+		return []string{inline}, nil
+	}
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no token in the file", file)
+	}
+	return out, nil
+}
+
+// warnReadable warns when a secret's file can be read by every user of the
+// host.
+func warnReadable(log *slog.Logger, field, file string) {
+	if file == "" {
+		return
+	}
+	if st, err := os.Stat(file); err == nil && st.Mode().Perm()&fs.FileMode(0o004) != 0 {
+		log.Warn("a secret's file is readable by every user of this host: chmod o-r it", "setting", field, "file", file)
+	}
+}
+
+// clientLimits returns the per-client bounds, nil when both are off.
+func (c *Config) clientLimits() *transport.ClientLimitConfig {
+	l := transport.DefaultClientLimits
+	switch {
+	case c.ClientMisses < 0:
+		l.MaxMisses = 0
+	case c.ClientMisses > 0:
+		l.MaxMisses = c.ClientMisses
+	}
+	switch {
+	case c.ClientMissRate < 0:
+		l.MissRate, l.MissBurst = 0, 0
+	case c.ClientMissRate > 0:
+		// A rate of one's own gets a burst to match, not the default's.
+		l.MissRate, l.MissBurst = c.ClientMissRate, 0
+	}
+	if c.ClientMissBurst > 0 && l.MissRate > 0 {
+		l.MissBurst = c.ClientMissBurst
+	}
+	if l.MaxMisses == 0 && l.MissRate == 0 {
+		return nil
+	}
+	return &l
+}
+
+// maxConns returns the cap on each listener's connections.
+func (c *Config) maxConns() int {
+	if c.MaxConns == 0 {
+		return transport.DefaultMaxConns
+	}
+	return c.MaxConns
+}
+
+func parseBool(b *bool, v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	*b = x
+	return nil
+}
+
+// parseLimit parses a positive count, or "off" (stored as -1).
+func parseLimit(n *int, v string) error {
+	if v == "off" {
+		*n = -1
+		return nil
+	}
+	if err := parseInt(n, v); err != nil || *n <= 0 {
+		return fmt.Errorf("%q: want a count > 0, or off", v)
+	}
+	return nil
+}
+
+// parseRate parses a positive rate per second, or "off" (stored as -1).
+func parseRate(r *float64, v string) error {
+	if v == "off" {
+		*r = -1
+		return nil
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(x > 0) || x > 1e9 {
+		return fmt.Errorf("%q: want a rate per second > 0, or off", v)
+	}
+	*r = x
+	return nil
+}
+
+// setupPublic builds the public API's access rules, TLS certificate and
+// client limits from the configuration, and says at start what they are.
+func (n *node) setupPublic() error {
+	cfg := &n.cfg
+	ac, err := cfg.authConfig()
+	if err != nil {
+		return err
+	}
+	if n.auth, err = transport.NewAuth(ac); err != nil {
+		return fmt.Errorf("%w: %v", errConfig, err)
+	}
+	warnReadable(n.log, "write-token-file", cfg.WriteTokenFile)
+	warnReadable(n.log, "read-token-file", cfg.ReadTokenFile)
+	warnReadable(n.log, "tls-key", cfg.TLSKey)
+	switch {
+	case ac.OpenWrites:
+		n.log.Warn("public writes are open: anyone who reaches the public API can PUT and DELETE", "listen", cfg.Listen)
+	case len(ac.WriteTokens) == 0:
+		n.log.Info("public writes are disabled (403): give -write-token or -write-token-file to enable them")
+	}
+	if cfg.TLSCert != "" {
+		if n.cert, err = transport.LoadCertificate(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return fmt.Errorf("%w: %v", errConfig, err)
+		}
+	}
+	if l := cfg.clientLimits(); l != nil {
+		if n.clients, err = transport.NewClientLimiter(*l); err != nil {
+			return fmt.Errorf("%w: %v", errConfig, err)
+		}
+	}
+	return nil
+}
+
+// startServers serves each listener with its handler, capped at the
+// connection limit, with TLS where tlsOn says so.
+func (n *node) startServers(lns []net.Listener, handlers []http.Handler, tlsOn []bool) error {
+	for i, raw := range lns {
+		ln, err := transport.NewLimitListener(raw, n.cfg.maxConns(), !tlsOn[i])
+		if err != nil {
+			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
+		}
+		n.limited = append(n.limited, ln)
+		srv := transport.NewServer(raw.Addr().String(), handlers[i])
+		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
+		if n.cfg.IdleTimeout > 0 {
+			srv.IdleTimeout = n.cfg.IdleTimeout
+		}
+		if n.cfg.ReadHeaderTimeout > 0 {
+			srv.ReadHeaderTimeout = n.cfg.ReadHeaderTimeout
+		}
+		serve := srv.Serve
+		if tlsOn[i] {
+			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
+			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		}
+		n.servers = append(n.servers, srv)
+		n.served.Add(1)
+		go func() {
+			defer n.served.Done()
+			if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				n.errc <- fmt.Errorf("ringcached: serving %s: %w", ln.Addr(), err)
+			}
+		}()
+	}
+	return nil
+}
+
+// reload reads the token files and the TLS certificate again (on SIGHUP).
+// What fails to load is reported and the old state kept: a half-written
+// file must not lock every client out.
+func (n *node) reload() error {
+	var errs []error
+	if n.cfg.WriteTokenFile != "" || n.cfg.ReadTokenFile != "" {
+		ac, err := n.cfg.authConfig()
+		if err == nil {
+			err = n.auth.Update(ac)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("tokens reloaded", "write_tokens", len(ac.WriteTokens), "read_tokens", len(ac.ReadTokens))
+		}
+	}
+	if n.cert != nil {
+		if err := n.cert.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("TLS certificate reloaded", "not_after", n.cert.Leaf().NotAfter)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reloadOnHangup reloads token files and certificate on each SIGHUP until
+// the returned function is called.
+func (n *node) reloadOnHangup() (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				if err := n.reload(); err != nil {
+					n.log.Error("reload on SIGHUP: kept the old tokens or certificate", "err", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+	}
+}
+
+// newToken returns a random bearer token: 32 bytes from crypto/rand, in hex.
+func newToken() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

@@ -52,9 +52,11 @@ type Config struct {
 	Weight          int           // this node's points: Weight × Replicas
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	Groups          []GroupSpec
+	Public          PublicConfig
+}
 
-	// The public API's access, TLS and limits. A zero value selects the
-	// default its setting documents.
+// PublicConfig is the public API's access, TLS and limits.
+type PublicConfig struct {
 	WriteToken        string        // bearer token for PUT and DELETE
 	WriteTokenFile    string        // file of write tokens, one a line; reread on SIGHUP
 	OpenWrites        bool          // PUT and DELETE without a token
@@ -114,6 +116,14 @@ func DefaultConfig() Config {
 		Replicas:        160,
 		Weight:          1,
 		ShutdownTimeout: 10 * time.Second,
+		Public: PublicConfig{
+			MaxConns:          transport.DefaultMaxConns,
+			IdleTimeout:       transport.ServerIdleTimeout,
+			ReadHeaderTimeout: transport.ServerReadHeaderTimeout,
+			ClientMisses:      transport.DefaultClientLimits.MaxMisses,
+			ClientMissRate:    transport.DefaultClientLimits.MissRate,
+			ClientMissBurst:   transport.DefaultClientLimits.MissBurst,
+		},
 	}
 }
 
@@ -173,33 +183,33 @@ var settings = []setting{
 	// The public API: who may write and read, TLS, and the bounds that keep
 	// one client or a flood of connections from taking the node down.
 	{name: "write-token", def: `""`, usage: "bearer token that PUT and DELETE need; without it (or -write-token-file) they get 403 unless -open-writes",
-		set: func(c *Config, v string) error { c.WriteToken = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.WriteToken = v; return nil }},
 	{name: "write-token-file", def: `""`, usage: "file of write tokens, one a line (two during a rotation); reread on SIGHUP",
-		set: func(c *Config, v string) error { c.WriteTokenFile = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.WriteTokenFile = v; return nil }},
 	{name: "open-writes", def: "false", flag: true, usage: "let anyone who reaches the public API PUT and DELETE, without a token",
-		set: func(c *Config, v string) error { return parseBool(&c.OpenWrites, v) }},
+		set: func(c *Config, v string) error { return parseBool(&c.Public.OpenWrites, v) }},
 	{name: "read-token", def: `""`, usage: "if set, GET and HEAD need this bearer token (or a write token)",
-		set: func(c *Config, v string) error { c.ReadToken = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.ReadToken = v; return nil }},
 	{name: "read-token-file", def: `""`, usage: "file of read tokens, one a line; reread on SIGHUP",
-		set: func(c *Config, v string) error { c.ReadTokenFile = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.ReadTokenFile = v; return nil }},
 	{name: "admin-listen", def: `""`, usage: "separate address for /metrics and /debug/*, which then leave the public listener",
-		set: func(c *Config, v string) error { c.AdminListen = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.AdminListen = v; return nil }},
 	{name: "tls-cert", def: `""`, usage: "PEM certificate chain of the public listener (with -tls-key; needs -peer-listen); reread on SIGHUP",
-		set: func(c *Config, v string) error { c.TLSCert = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.TLSCert = v; return nil }},
 	{name: "tls-key", def: `""`, usage: "PEM private key of -tls-cert",
-		set: func(c *Config, v string) error { c.TLSKey = v; return nil }},
+		set: func(c *Config, v string) error { c.Public.TLSKey = v; return nil }},
 	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
-		set: func(c *Config, v string) error { return parseInt(&c.MaxConns, v) }},
+		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
 	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
-		set: func(c *Config, v string) error { return parseDuration(&c.IdleTimeout, v) }},
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
 	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
-		set: func(c *Config, v string) error { return parseDuration(&c.ReadHeaderTimeout, v) }},
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
 	{name: "client-misses", def: strconv.Itoa(transport.DefaultClientLimits.MaxMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
-		set: func(c *Config, v string) error { return parseLimit(&c.ClientMisses, v) }},
+		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},
 	{name: "client-miss-rate", def: strconv.FormatFloat(transport.DefaultClientLimits.MissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
-		set: func(c *Config, v string) error { return parseRate(&c.ClientMissRate, v) }},
+		set: func(c *Config, v string) error { return parseRate(&c.Public.ClientMissRate, v) }},
 	{name: "client-miss-burst", def: strconv.Itoa(transport.DefaultClientLimits.MissBurst), usage: "burst allowed above -client-miss-rate",
-		set: func(c *Config, v string) error { return parseInt(&c.ClientMissBurst, v) }},
+		set: func(c *Config, v string) error { return parseInt(&c.Public.ClientMissBurst, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group

@@ -106,7 +106,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.Etcd = []string{c.etcdURL}
 		cfg.Cluster = "dev"
 		cfg.Secret = c.secret
-		cfg.WriteToken = c.token
+		cfg.Public.WriteToken = c.token
 		cfg.LogLevel = dc.LogLevel
 		cfg.ShutdownTimeout = 5 * time.Second
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}

@@ -23,35 +23,36 @@ import (
 // validatePublic checks the public API's access, TLS and limit settings.
 // Token files are read when the node starts, not here.
 func (c *Config) validatePublic() error {
+	p := &c.Public
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", errConfig, field, fmt.Sprintf(format, args...))
 	}
-	if c.AdminListen != "" {
-		if err := checkAddr(c.AdminListen); err != nil {
+	if p.AdminListen != "" {
+		if err := checkAddr(p.AdminListen); err != nil {
 			return bad("admin-listen", "%v", err)
 		}
-		if (c.AdminListen == c.Listen || c.AdminListen == c.PeerListen) && !strings.HasSuffix(c.AdminListen, ":0") {
+		if (p.AdminListen == c.Listen || p.AdminListen == c.PeerListen) && !strings.HasSuffix(p.AdminListen, ":0") {
 			return bad("admin-listen", "same address as listen or peer-listen")
 		}
 	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
+	if (p.TLSCert == "") != (p.TLSKey == "") {
 		return bad("tls-cert", "give both -tls-cert and -tls-key, or neither")
 	}
 	// Peers speak plain HTTP to each other's peer routes: on a TLS public
 	// listener they could not reach them.
-	if c.TLSCert != "" && c.PeerListen == "" {
+	if p.TLSCert != "" && c.PeerListen == "" {
 		return bad("tls-cert", "needs -peer-listen: peers do not speak TLS to the public listener")
 	}
-	if c.WriteToken != "" && c.WriteTokenFile != "" {
+	if p.WriteToken != "" && p.WriteTokenFile != "" {
 		return bad("write-token", "give -write-token or -write-token-file, not both")
 	}
-	if c.ReadToken != "" && c.ReadTokenFile != "" {
+	if p.ReadToken != "" && p.ReadTokenFile != "" {
 		return bad("read-token", "give -read-token or -read-token-file, not both")
 	}
-	if c.OpenWrites && (c.WriteToken != "" || c.WriteTokenFile != "") {
+	if p.OpenWrites && (p.WriteToken != "" || p.WriteTokenFile != "") {
 		return bad("open-writes", "writes are open or need a token: not both")
 	}
-	for _, t := range []struct{ field, token string }{{"write-token", c.WriteToken}, {"read-token", c.ReadToken}} {
+	for _, t := range []struct{ field, token string }{{"write-token", p.WriteToken}, {"read-token", p.ReadToken}} {
 		if t.token == "" {
 			continue
 		}
@@ -60,20 +61,24 @@ func (c *Config) validatePublic() error {
 		}
 	}
 	switch {
-	case c.MaxConns < 0:
-		return bad("max-conns", "%d: must not be negative", c.MaxConns)
-	case c.IdleTimeout < 0:
-		return bad("idle-timeout", "%v: must not be negative", c.IdleTimeout)
-	case c.ReadHeaderTimeout < 0:
-		return bad("read-header-timeout", "%v: must not be negative", c.ReadHeaderTimeout)
-	case c.ClientMissBurst < 0:
-		return bad("client-miss-burst", "%d: must not be negative", c.ClientMissBurst)
+	case p.MaxConns <= 0:
+		return bad("max-conns", "%d: must be > 0", p.MaxConns)
+	case p.IdleTimeout <= 0:
+		return bad("idle-timeout", "%v: must be > 0", p.IdleTimeout)
+	case p.ReadHeaderTimeout <= 0:
+		return bad("read-header-timeout", "%v: must be > 0", p.ReadHeaderTimeout)
+	case p.ClientMisses == 0:
+		return bad("client-misses", "0: want a count > 0, or off")
+	case p.ClientMissRate == 0:
+		return bad("client-miss-rate", "0: want a rate > 0, or off")
+	case p.ClientMissBurst <= 0 && p.ClientMissRate > 0:
+		return bad("client-miss-burst", "%d: must be > 0", p.ClientMissBurst)
 	}
 	return nil
 }
 
 // authConfig returns who may use the public API, reading the token files.
-func (c *Config) authConfig() (transport.AuthConfig, error) {
+func (c *PublicConfig) authConfig() (transport.AuthConfig, error) {
 	ac := transport.AuthConfig{OpenWrites: c.OpenWrites}
 	var err error
 	if ac.WriteTokens, err = tokens(c.WriteToken, c.WriteTokenFile); err != nil {
@@ -124,36 +129,15 @@ func warnReadable(log *slog.Logger, field, file string) {
 }
 
 // clientLimits returns the per-client bounds, nil when both are off.
-func (c *Config) clientLimits() *transport.ClientLimitConfig {
-	l := transport.DefaultClientLimits
-	switch {
-	case c.ClientMisses < 0:
-		l.MaxMisses = 0
-	case c.ClientMisses > 0:
-		l.MaxMisses = c.ClientMisses
-	}
-	switch {
-	case c.ClientMissRate < 0:
-		l.MissRate, l.MissBurst = 0, 0
-	case c.ClientMissRate > 0:
-		// A rate of one's own gets a burst to match, not the default's.
-		l.MissRate, l.MissBurst = c.ClientMissRate, 0
-	}
-	if c.ClientMissBurst > 0 && l.MissRate > 0 {
+func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
+	l := transport.ClientLimitConfig{MaxMisses: max(0, c.ClientMisses), MissRate: max(0, c.ClientMissRate)}
+	if l.MissRate > 0 {
 		l.MissBurst = c.ClientMissBurst
 	}
 	if l.MaxMisses == 0 && l.MissRate == 0 {
 		return nil
 	}
 	return &l
-}
-
-// maxConns returns the cap on each listener's connections.
-func (c *Config) maxConns() int {
-	if c.MaxConns == 0 {
-		return transport.DefaultMaxConns
-	}
-	return c.MaxConns
 }
 
 func parseBool(b *bool, v string) error {
@@ -194,7 +178,7 @@ func parseRate(r *float64, v string) error {
 // setupPublic builds the public API's access rules, TLS certificate and
 // client limits from the configuration, and says at start what they are.
 func (n *node) setupPublic() error {
-	cfg := &n.cfg
+	cfg := &n.cfg.Public
 	ac, err := cfg.authConfig()
 	if err != nil {
 		return err
@@ -207,7 +191,7 @@ func (n *node) setupPublic() error {
 	warnReadable(n.log, "tls-key", cfg.TLSKey)
 	switch {
 	case ac.OpenWrites:
-		n.log.Warn("public writes are open: anyone who reaches the public API can PUT and DELETE", "listen", cfg.Listen)
+		n.log.Warn("public writes are open: anyone who reaches the public API can PUT and DELETE", "listen", n.cfg.Listen)
 	case len(ac.WriteTokens) == 0:
 		n.log.Info("public writes are disabled (403): give -write-token or -write-token-file to enable them")
 	}
@@ -228,19 +212,15 @@ func (n *node) setupPublic() error {
 // connection limit, with TLS where tlsOn says so.
 func (n *node) startServers(lns []net.Listener, handlers []http.Handler, tlsOn []bool) error {
 	for i, raw := range lns {
-		ln, err := transport.NewLimitListener(raw, n.cfg.maxConns(), !tlsOn[i])
+		ln, err := transport.NewLimitListener(raw, n.cfg.Public.MaxConns, !tlsOn[i])
 		if err != nil {
 			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
 		}
 		n.limited = append(n.limited, ln)
 		srv := transport.NewServer(raw.Addr().String(), handlers[i])
 		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
-		if n.cfg.IdleTimeout > 0 {
-			srv.IdleTimeout = n.cfg.IdleTimeout
-		}
-		if n.cfg.ReadHeaderTimeout > 0 {
-			srv.ReadHeaderTimeout = n.cfg.ReadHeaderTimeout
-		}
+		srv.IdleTimeout = n.cfg.Public.IdleTimeout
+		srv.ReadHeaderTimeout = n.cfg.Public.ReadHeaderTimeout
 		serve := srv.Serve
 		if tlsOn[i] {
 			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
@@ -263,8 +243,8 @@ func (n *node) startServers(lns []net.Listener, handlers []http.Handler, tlsOn [
 // file must not lock every client out.
 func (n *node) reload() error {
 	var errs []error
-	if n.cfg.WriteTokenFile != "" || n.cfg.ReadTokenFile != "" {
-		ac, err := n.cfg.authConfig()
+	if p := &n.cfg.Public; p.WriteTokenFile != "" || p.ReadTokenFile != "" {
+		ac, err := p.authConfig()
 		if err == nil {
 			err = n.auth.Update(ac)
 		}

@@ -79,8 +79,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		n.addrs = append(n.addrs, ln.Addr())
 	}
 	var adminLn net.Listener
-	if cfg.AdminListen != "" {
-		if adminLn, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+	if cfg.Public.AdminListen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.Public.AdminListen); err != nil {
 			return nil, err
 		}
 		defer func() {

@@ -309,6 +309,11 @@ func TestPublicTLS(t *testing.T) {
 	if s := serial(); s != 8 {
 		t.Fatalf("after reload: serial %d, want 8", s)
 	}
+	// The image's health check finds the TLS listener by the same settings.
+	hc := env(map[string]string{"RINGCACHE_LISTEN": n.addrs[0].String(), "RINGCACHE_TLS_CERT": certFile})
+	if err := run(t.Context(), []string{"healthcheck"}, hc, io.Discard); err != nil {
+		t.Errorf("healthcheck of the TLS listener: %v", err)
+	}
 	// The peer listener stays plain HTTP, for the peers.
 	if status, _ := get(t, "http://"+n.addrs[1].String()+"/_groupcache/demo/k"); status == 0 {
 		t.Fatal("no answer on the peer listener")

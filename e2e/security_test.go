@@ -172,14 +172,17 @@ func TestSecurity(t *testing.T) {
 			}
 		}
 		servesEverywhere(key, demo)
-		if status, _, body := do(http.MethodPut, keyURL("node1", key), "Bearer "+token, "written"); status != http.StatusNoContent {
+		// With the token, on a key no node holds a copy of yet: a PUT
+		// replaces the owner's value, which every node then reads from it.
+		written := key + "-written"
+		if status, _, body := do(http.MethodPut, keyURL("node1", written), "Bearer "+token, "written"); status != http.StatusNoContent {
 			t.Fatalf("PUT with the token = %d %q, want 204", status, body)
 		}
-		servesEverywhere(key, "written")
-		if status, _, body := do(http.MethodDelete, keyURL("node2", key), "Bearer "+token, ""); status != http.StatusNoContent {
+		servesEverywhere(written, "written")
+		if status, _, body := do(http.MethodDelete, keyURL("node2", written), "Bearer "+token, ""); status != http.StatusNoContent {
 			t.Fatalf("DELETE with the token = %d %q, want 204", status, body)
 		}
-		servesEverywhere(key, demo)
+		servesEverywhere(written, string(DemoValue("demo", written, 64)))
 		row("public PUT and DELETE without the token, with a wrong one, with Basic", "401 with `WWW-Authenticate: Bearer`; values unchanged; with the token 204")
 	})
 

@@ -3,11 +3,14 @@ package transport
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -340,7 +343,8 @@ func TestClientMissLimit(t *testing.T) {
 // TestFloodAndSlowloris attacks one node's public listener with a
 // connection flood and slowloris connections (headers trickled a byte at a
 // time) while a normal client keeps reading cached keys over its
-// keep-alive connections, at a steady rate. Quiet and attack windows
+// keep-alive connections, at a steady rate. The attacker is another
+// process (this test binary, as TestAttacker). Quiet and attack windows
 // alternate, so that both see the same machine (its load moves a lot). It
 // asserts that the cap holds (the server never has more connections open
 // than the cap), that connections over it are refused at once, that the
@@ -358,9 +362,9 @@ func TestFloodAndSlowloris(t *testing.T) {
 		headerTimeout = 500 * time.Millisecond
 		window        = 500 * time.Millisecond
 		windows       = 8 // quiet, attack, quiet, attack, ...
-		// The attackers and the client share this process's two cores
-		// with the server, so all are paced: a flood as fast as a loop
-		// can spin measures the CPU, not the cap.
+		// The attacker (another process) and the client share this
+		// machine's two cores with the server, so both are paced: a flood
+		// as fast as a loop can spin measures the CPU, not the cap.
 		normalEvery = 2 * time.Millisecond // per connection: 2,000 requests/s in all
 		floodEvery  = 5 * time.Millisecond // per flooder: 1,600 connections/s in all
 		flooders    = 8
@@ -386,96 +390,24 @@ func TestFloodAndSlowloris(t *testing.T) {
 		}
 	}
 
+	attacker := startAttacker(t, addr, attackConfig{
+		MaxConns: maxConns, HeaderTimeout: headerTimeout, FloodEvery: floodEvery, Flooders: flooders, Trickle: trickle,
+	})
 	var attacking atomic.Bool
-	ctx, stop := context.WithCancel(t.Context())
-	defer stop()
-	var (
-		wg                sync.WaitGroup
-		slowCut, slowLeft atomic.Int64 // slowloris connections cut by the server / still open when their window ended
-		floodTries        atomic.Int64
-		floodRefused      atomic.Int64 // got a 503 or were closed at once
-		floodWaited       atomic.Int64 // waited more than a second for anything
-		floodServed       atomic.Int64 // got a 200: there was a free slot
-	)
-	idle := func() bool {
-		if attacking.Load() {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-		return true
-	}
-	// Slowloris: hold as many connections as possible, trickling headers.
-	for range maxConns {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				if idle() {
-					continue
-				}
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					continue
-				}
-				opened := time.Now()
-				io.WriteString(c, "GET /cache/g/k0 HTTP/1.1\r\nHost: x\r\n")
-				cut := false
-				for attacking.Load() && !cut {
-					c.SetWriteDeadline(time.Now().Add(time.Second))
-					if _, err := io.WriteString(c, "X"); err != nil {
-						cut = true
-						break
-					}
-					// A refused or cut connection shows as a reply or EOF.
-					c.SetReadDeadline(time.Now().Add(trickle))
-					var b [1]byte
-					if _, err := c.Read(b[:]); err == nil || !isTimeout(err) {
-						cut = true
-					}
-				}
-				if cut && time.Since(opened) > headerTimeout/2 {
-					slowCut.Add(1)
-				} else if !cut {
-					slowLeft.Add(1)
-				}
-				c.Close()
-				time.Sleep(trickle) // a refused attacker comes back, but not in a spin
-			}
-		})
-	}
-	// Flood: new connections, one request each.
-	for range flooders {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				if idle() {
-					continue
-				}
-				time.Sleep(floodEvery)
-				floodTries.Add(1)
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					continue
-				}
-				start := time.Now()
-				c.SetDeadline(start.Add(3 * time.Second))
-				io.WriteString(c, "GET /cache/g/k1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-				line, err := bufio.NewReader(c).ReadString('\n')
-				switch {
-				case time.Since(start) > time.Second:
-					floodWaited.Add(1)
-				case strings.HasPrefix(line, "HTTP/1.1 200"):
-					floodServed.Add(1)
-				case strings.HasPrefix(line, "HTTP/1.1 503"), err != nil:
-					floodRefused.Add(1)
-				}
-				c.Close()
-			}
-		})
+	setAttack := func(on bool) {
+		attacking.Store(on)
+		attacker.set(t, on)
 	}
 
 	// The normal client's connections are open before the attack starts,
-	// as a real client's pool is.
-	tr := &http.Transport{MaxIdleConnsPerHost: normalConns, MaxConnsPerHost: normalConns}
-	t.Cleanup(tr.CloseIdleConnections)
-	normal := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	// as a real client's pool is: one per worker, each with a transport of
+	// its own, so that none is dialled later, during an attack.
+	normal := make([]*http.Client, normalConns)
+	for i := range normal {
+		tr := &http.Transport{MaxConnsPerHost: 1}
+		t.Cleanup(tr.CloseIdleConnections)
+		normal[i] = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
 	var (
 		mu          sync.Mutex
 		quiet, hard []time.Duration
@@ -492,7 +424,7 @@ func TestFloodAndSlowloris(t *testing.T) {
 				<-tick.C
 				during := attacking.Load()
 				start := time.Now()
-				resp, err := normal.Get(s.url + PublicPrefix + testGroup + "/" + keys[i%len(keys)])
+				resp, err := normal[w].Get(s.url + PublicPrefix + testGroup + "/" + keys[i%len(keys)])
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -520,24 +452,23 @@ func TestFloodAndSlowloris(t *testing.T) {
 	}
 	time.Sleep(window) // warm up: the pool's connections open
 	for i := range windows {
-		attacking.Store(i%2 == 1)
+		setAttack(i%2 == 1)
 		time.Sleep(window)
 	}
-	attacking.Store(false)
+	setAttack(false)
 	clients.Wait()
-	stop()
-	wg.Wait()
+	st := attacker.stop(t)
 
 	if p := s.peak.Load(); p > maxConns {
 		t.Errorf("the server had %d connections open at once, over the cap of %d", p, maxConns)
 	}
-	if s.ln.Refused() == 0 || floodRefused.Load() == 0 {
-		t.Errorf("nothing was refused (listener %d, flood %d): the attack did not reach the cap", s.ln.Refused(), floodRefused.Load())
+	if s.ln.Refused() == 0 || st.FloodRefused == 0 {
+		t.Errorf("nothing was refused (listener %d, flood %d): the attack did not reach the cap", s.ln.Refused(), st.FloodRefused)
 	}
-	if floodWaited.Load() > 0 {
-		t.Errorf("%d flood connections waited over a second instead of being refused or served", floodWaited.Load())
+	if st.FloodWaited > 0 {
+		t.Errorf("%d flood connections waited over a second instead of being refused or served", st.FloodWaited)
 	}
-	if slowCut.Load() == 0 {
+	if st.SlowCut == 0 {
 		t.Error("no slowloris connection was cut at the header timeout")
 	}
 	if failed > 0 {
@@ -546,9 +477,231 @@ func TestFloodAndSlowloris(t *testing.T) {
 	q50, q99 := percentile(quiet, 50), percentile(quiet, 99)
 	a50, a99 := percentile(hard, 50), percentile(hard, 99)
 	t.Logf("cap %d: peak open %d; refused %d connections (flood: %d tries, %d refused, %d served, %d waited >1s); slowloris: %d cut at the %v header timeout, %d open when their window ended",
-		maxConns, s.peak.Load(), s.ln.Refused(), floodTries.Load(), floodRefused.Load(), floodServed.Load(), floodWaited.Load(), slowCut.Load(), headerTimeout, slowLeft.Load())
+		maxConns, s.peak.Load(), s.ln.Refused(), st.FloodTries, st.FloodRefused, st.FloodServed, st.FloodWaited, st.SlowCut, headerTimeout, st.SlowLeft)
 	t.Logf("normal requests over %d keep-alive connections: quiet %d (p50 %v, p99 %v), under attack %d (p50 %v, p99 %v): p99 ratio %.2f",
 		normalConns, len(quiet), q50, q99, len(hard), a50, a99, float64(a99)/float64(q99))
+}
+
+// attackConfig paces the attacker process of TestFloodAndSlowloris.
+type attackConfig struct {
+	MaxConns      int           // slowloris connections to try to hold
+	HeaderTimeout time.Duration // the server's: a cut after half of it counts as one
+	FloodEvery    time.Duration // per flooder, between new connections
+	Flooders      int
+	Trickle       time.Duration // slowloris: a header byte per this
+}
+
+// attackStats is what the attacker saw.
+type attackStats struct {
+	SlowCut, SlowLeft int64 // slowloris connections cut by the server / open when their window ended
+	FloodTries        int64
+	FloodRefused      int64 // got a 503 or were closed at once
+	FloodWaited       int64 // waited more than a second for anything
+	FloodServed       int64 // got a 200: there was a free slot
+}
+
+// attack runs slowloris connections and a connection flood against addr
+// while attacking is true, until ctx ends.
+func attack(ctx context.Context, addr string, cfg attackConfig, attacking *atomic.Bool) attackStats {
+	var (
+		wg                sync.WaitGroup
+		slowCut, slowLeft atomic.Int64
+		floodTries        atomic.Int64
+		floodRefused      atomic.Int64
+		floodWaited       atomic.Int64
+		floodServed       atomic.Int64
+	)
+	idle := func() bool {
+		if attacking.Load() {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+		return true
+	}
+	// Slowloris: hold as many connections as possible, trickling headers.
+	for range cfg.MaxConns {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if idle() {
+					continue
+				}
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				opened := time.Now()
+				io.WriteString(c, "GET /cache/g/k0 HTTP/1.1\r\nHost: x\r\n")
+				cut := false
+				for attacking.Load() && !cut {
+					c.SetWriteDeadline(time.Now().Add(time.Second))
+					if _, err := io.WriteString(c, "X"); err != nil {
+						cut = true
+						break
+					}
+					// A refused or cut connection shows as a reply or EOF.
+					c.SetReadDeadline(time.Now().Add(cfg.Trickle))
+					var b [1]byte
+					if _, err := c.Read(b[:]); err == nil || !isTimeout(err) {
+						cut = true
+					}
+				}
+				if cut && time.Since(opened) > cfg.HeaderTimeout/2 {
+					slowCut.Add(1)
+				} else if !cut {
+					slowLeft.Add(1)
+				}
+				c.Close()
+				time.Sleep(cfg.Trickle) // a refused attacker comes back, but not in a spin
+			}
+		})
+	}
+	// Flood: new connections, one request each.
+	for range cfg.Flooders {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if idle() {
+					continue
+				}
+				time.Sleep(cfg.FloodEvery)
+				floodTries.Add(1)
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				start := time.Now()
+				c.SetDeadline(start.Add(3 * time.Second))
+				io.WriteString(c, "GET /cache/g/k1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				line, err := bufio.NewReader(c).ReadString('\n')
+				switch {
+				case time.Since(start) > time.Second:
+					floodWaited.Add(1)
+				case strings.HasPrefix(line, "HTTP/1.1 200"):
+					floodServed.Add(1)
+				case strings.HasPrefix(line, "HTTP/1.1 503"), err != nil:
+					floodRefused.Add(1)
+				}
+				c.Close()
+			}
+		})
+	}
+
+	wg.Wait()
+	return attackStats{SlowCut: slowCut.Load(), SlowLeft: slowLeft.Load(), FloodTries: floodTries.Load(),
+		FloodRefused: floodRefused.Load(), FloodWaited: floodWaited.Load(), FloodServed: floodServed.Load()}
+}
+
+// attackerEnv carries the attack's address and configuration to the
+// attacker process, which is this test binary run for TestAttacker.
+const attackerEnv = "RINGCACHE_TEST_ATTACKER"
+
+// attacker is the attacker process: a separate process, so that its
+// goroutines do not queue in the server's scheduler (an attacker is
+// another machine), though it shares this machine's cores.
+type attacker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+func startAttacker(t *testing.T, addr string, cfg attackConfig) *attacker {
+	t.Helper()
+	spec, err := json.Marshal(struct {
+		Addr string
+		Cfg  attackConfig
+	}{addr, cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttacker$", "-test.count=1")
+	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &attacker{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	a.expect(t, "ready")
+	return a
+}
+
+// expect reads the attacker's output up to a line starting with prefix and
+// returns the rest of that line.
+func (a *attacker) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	for a.out.Scan() {
+		if rest, ok := strings.CutPrefix(a.out.Text(), prefix); ok {
+			return rest
+		}
+	}
+	t.Fatalf("the attacker ended before saying %q: %v", prefix, a.out.Err())
+	return ""
+}
+
+// set turns the attack on or off and waits until the attacker has it.
+func (a *attacker) set(t *testing.T, on bool) {
+	t.Helper()
+	cmd := "off"
+	if on {
+		cmd = "on"
+	}
+	fmt.Fprintln(a.stdin, cmd)
+	a.expect(t, cmd)
+}
+
+// stop ends the attack and returns what the attacker saw.
+func (a *attacker) stop(t *testing.T) attackStats {
+	t.Helper()
+	a.stdin.Close()
+	var st attackStats
+	if err := json.Unmarshal([]byte(a.expect(t, "stats ")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("attacker: %v", err)
+	}
+	return st
+}
+
+// TestAttacker is the attacker process of TestFloodAndSlowloris; run
+// directly, it does nothing. It reads "on" and "off" lines, echoing each
+// once it applies, and prints its stats when its input ends.
+func TestAttacker(t *testing.T) {
+	raw := os.Getenv(attackerEnv)
+	if raw == "" {
+		t.Skip("the attacker process of TestFloodAndSlowloris")
+	}
+	var spec struct {
+		Addr string
+		Cfg  attackConfig
+	}
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	var attacking atomic.Bool
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan attackStats)
+	go func() { done <- attack(ctx, spec.Addr, spec.Cfg, &attacking) }()
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		attacking.Store(in.Text() == "on")
+		fmt.Println(in.Text())
+	}
+	attacking.Store(false)
+	cancel()
+	st, err := json.Marshal(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("stats %s\n", st)
 }
 
 func isTimeout(err error) bool {

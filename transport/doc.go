@@ -29,8 +29,12 @@
 // Handler is the public API (GET, HEAD, PUT, DELETE /cache/{group}/{key...})
 // and is separate from the peer handler (Pool.PeerHandler), so the two can
 // listen on different addresses. StatusOf maps every error to its status
-// code in one place. NewServer returns an http.Server with the timeouts and
-// header limits a node exposed to a network needs.
+// code in one place. An Auth (bearer tokens: writes need one, reads may)
+// and a ClientLimiter (misses in flight and per second per client address)
+// guard the Handler. NewServer returns an http.Server with the timeouts and
+// header limits a node exposed to a network needs; NewLimitListener caps a
+// listener's connections, refusing those beyond the cap at once; a
+// Certificate serves TLS and reloads its files without a restart.
 //
 // Pool, the peers it hands out, Handler and the peer handler are safe for
 // concurrent use.

@@ -45,10 +45,12 @@ type HandlerConfig struct {
 // A 200 carries ETag, Content-Type (application/octet-stream unless the
 // origin or the PUT said otherwise), Content-Length and, for a value that
 // expires, Cache-Control: max-age. Errors are a status code with a short
-// text body, as StatusOf documents: 400 for an empty or over-long key, 404
-// for an unknown group or a key the origin does not have, 405 (with Allow),
-// 413 for a value over the group's MaxValueBytes, 502 when the origin fails,
-// 504 when it times out.
+// text body, as StatusOf documents: 400 for an empty or over-long key, 401
+// (with a Bearer challenge) or 403 when HandlerConfig.Auth refuses the
+// request, 404 for an unknown group or a key the origin does not have, 405
+// (with Allow), 413 for a value over the group's MaxValueBytes, 429 (with
+// Retry-After) for a miss over HandlerConfig.Clients' bounds, 502 when the
+// origin fails, 504 when it times out.
 //
 // The key is the rest of the path after the group, unescaped once, so it may
 // contain "/" and, percent-encoded, any byte. Escape "/" as %2F where the key

@@ -239,3 +239,27 @@ func TestPublicReadToken(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBearer checks the Authorization parser and Check on any header: no
+// panic, a token is never empty or padded, and only the configured token
+// authorizes a write.
+func FuzzBearer(f *testing.F) {
+	for _, s := range []string{"Bearer " + writeToken, "bearer  x ", "Basic abc", "Bearer", "", " Bearer x", "Bearer \t" + writeToken} {
+		f.Add(s)
+	}
+	a, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		tok, ok := bearer(header)
+		if ok && (tok == "" || strings.TrimSpace(tok) != tok) {
+			t.Fatalf("bearer(%q) = %q", header, tok)
+		}
+		r := httptest.NewRequest(http.MethodPut, "/cache/g/k", nil)
+		r.Header["Authorization"] = []string{header}
+		if err := a.Check(r); (err == nil) != (ok && tok == writeToken) {
+			t.Fatalf("Check with %q = %v", header, err)
+		}
+	})
+}

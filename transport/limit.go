@@ -100,6 +100,16 @@ func (c *limitedConn) Close() error {
 	return err
 }
 
+// CloseWrite half-closes a TCP connection, which net/http does before
+// closing one after an error response, so that the client reads the
+// response before the close resets the connection.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 // ClientLimitConfig bounds, per client address, the public requests that
 // miss the cache and may so reach the origin (through the key's owner). A
 // zero field sets no bound of its kind.

@@ -379,3 +379,21 @@ func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
 		t.Fatal(err)
 	}
 }
+
+// TestDevPrintsToken: dev mode generates a write token and prints curl
+// lines that use it; the printed line works and the token is required.
+func TestDevPrintsToken(t *testing.T) {
+	t.Parallel()
+	out, _, done := startRun(t, "dev", "-base-port", "0", "-nodes", "1", "-log-level", "warn")
+	m := out.await(t, regexp.MustCompile(`curl -i -X PUT -H 'Authorization: Bearer ([0-9a-f]{64})' --data 'my value' (\S+)`), done)
+	token, u := m[0][1], m[0][2]
+	if status, _, body := do(t, nil, http.MethodPut, u, token, "my value"); status != http.StatusNoContent {
+		t.Fatalf("the printed PUT = %d %q, want 204", status, body)
+	}
+	if status, _, _ := do(t, nil, http.MethodPut, u, "", "forged"); status != http.StatusUnauthorized {
+		t.Fatalf("PUT without the token = %d, want 401", status)
+	}
+	if status, body := get(t, u); status != http.StatusOK || body != "my value" {
+		t.Fatalf("GET = %d %q, want the value the printed PUT wrote", status, body)
+	}
+}

@@ -359,12 +359,20 @@ func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	return cache.Value{
+	v := cache.Value{
 		Data:        data,
 		ContentType: res.Header.Get(hdrContentType),
 		Expires:     exp,
 		NoStore:     res.Header.Get(hdrNoStore) != "",
-	}, nil
+	}
+	if s := res.Header.Get(hdrStale); s != "" {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms < 0 {
+			return cache.Value{}, fmt.Errorf("%w: %s %q", ErrBadResponse, hdrStale, s)
+		}
+		v.Stale, v.Age = true, time.Duration(ms)*time.Millisecond
+	}
+	return v, nil
 }
 
 // getResponseValue returns the value field of an encoded
@@ -411,6 +419,9 @@ func setValueHeaders(h http.Header, v cache.Value) {
 	}
 	if v.NoStore {
 		h.Set(hdrNoStore, "1")
+	}
+	if v.Stale {
+		h.Set(hdrStale, strconv.FormatInt(int64(v.Age/time.Millisecond), 10))
 	}
 }
 

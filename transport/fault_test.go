@@ -217,7 +217,7 @@ func TestPutReachesEveryHotCopy(t *testing.T) {
 // owner is paused is a 502: it was not applied.
 func TestWriteWithAPausedNode(t *testing.T) {
 	t.Parallel()
-	const peerTimeout, leaseTTL = 300 * time.Millisecond, 500 * time.Millisecond
+	const peerTimeout, leaseTTL = 300 * time.Millisecond, 2 * time.Second
 	nodes, _ := newCluster(t, 3, clusterOpts{
 		pool:  func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = peerTimeout, leaseTTL },
 		group: func(g *cache.GroupConfig) { g.HotAfter = 1 },
@@ -253,9 +253,15 @@ func TestWriteWithAPausedNode(t *testing.T) {
 	// The owner paused: the write is not applied, and says so.
 	nodes[1].gate.pause()
 	defer nodes[1].gate.resume()
+	// It fails after PeerTimeout of silence: a live owner would have sent
+	// 102 while it waited for the paused node's lease.
+	start := time.Now()
 	r := put(t, c, nodes[0], key, "lost")
 	if r.status != http.StatusBadGateway || strings.TrimSpace(r.body) != "key owner unreachable" {
 		t.Fatalf("PUT with the owner paused = %d %q, want 502 key owner unreachable", r.status, r.body)
+	}
+	if d := time.Since(start); d > peerTimeout+time.Second {
+		t.Fatalf("PUT with the owner paused failed after %v, want about %v", d, peerTimeout)
 	}
 }
 

@@ -132,8 +132,9 @@ type Load struct {
 	writes []Op
 	since  time.Time
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     sync.WaitGroup
 }
 
 // NewLoad returns a generator for cfg; Start sets it going.
@@ -327,11 +328,14 @@ func Write(ctx context.Context, client *http.Client, kind Kind, base, group, key
 	return resp.StatusCode, resp.Header.Get("Ringcache-Unreached"), nil
 }
 
-// Stop stops sending and waits for the requests in flight.
+// Stop stops sending and waits for the requests in flight. Calling it
+// again does nothing.
 func (l *Load) Stop() {
-	close(l.stop)
-	l.done.Wait()
-	l.client.CloseIdleConnections()
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		l.done.Wait()
+		l.client.CloseIdleConnections()
+	})
 }
 
 // Take returns what was recorded since the last Take (or Start) and starts a
@@ -448,12 +452,20 @@ type Stats struct {
 	// Slowest describes the three slowest requests (when, key, the node
 	// asked, the node that answered, how long), to tell where a stall was.
 	Slowest []string
+	// Writes sums up the window's writes, slow meaning over WriteBound.
+	Writes WriteStats
 }
+
+// WriteBound is how long a PUT or DELETE may take, even with a paused peer:
+// the owner gives up on a silent peer after about a second (its copies then
+// expire by lease), and a silent owner is noticed in about a second too.
+const WriteBound = 2500 * time.Millisecond
 
 // Check verifies every 200 body in w against the demo value rule and sums the
 // window up. It drops the bodies it checked, to bound memory over a long run.
 func Check(w *Window, group string, size int) Stats {
-	s := Stats{Requests: len(w.Records), ErrorsByNode: map[string]int{}, Dropped: w.Dropped}
+	s := Stats{Requests: len(w.Records), ErrorsByNode: map[string]int{}, Dropped: w.Dropped,
+		Writes: CheckWrites(w.Writes, WriteBound)}
 	if d := w.End.Sub(w.Start); d > 0 {
 		s.Rate = float64(len(w.Records)) / d.Seconds()
 	}

@@ -328,17 +328,17 @@ func (c *Checker) check(g Op, r *Report) {
 		last = append(last, i)
 	}
 	// An acknowledged write is superseded if another one acknowledged before
-	// the read began started after it ended.
+	// the read began started after it ended: if the latest such start is
+	// after its end.
+	var latestStart time.Time
+	for _, i := range last {
+		if ws[i].Start.After(latestStart) {
+			latestStart = ws[i].Start
+		}
+	}
 	var live []int
 	for _, i := range last {
-		superseded := false
-		for _, j := range last {
-			if ws[j].Start.After(ws[i].End) {
-				superseded = true
-				break
-			}
-		}
-		if !superseded {
+		if !latestStart.After(ws[i].End) {
 			live = append(live, i)
 		}
 	}

@@ -125,6 +125,7 @@ type Load struct {
 	nextW   atomic.Uint64
 	seq     atomic.Uint64
 	dropped atomic.Int64
+	paused  atomic.Bool // writes held back
 	written map[string]bool
 
 	mu     sync.Mutex
@@ -255,6 +256,9 @@ func (l *Load) startWrites(ctx context.Context) {
 				return
 			case <-tick.C:
 			}
+			if l.paused.Load() {
+				continue
+			}
 			key := l.cfg.WriteKeys[rand.IntN(len(l.cfg.WriteKeys))]
 			kind := Put
 			if rand.Float64() < l.cfg.DeleteShare {
@@ -327,6 +331,10 @@ func Write(ctx context.Context, client *http.Client, kind Kind, base, group, key
 	}
 	return resp.StatusCode, resp.Header.Get("Ringcache-Unreached"), nil
 }
+
+// SetWriting starts (true) or holds back (false) the writes; they run from
+// Start unless held back.
+func (l *Load) SetWriting(on bool) { l.paused.Store(!on) }
 
 // Stop stops sending and waits for the requests in flight. Calling it
 // again does nothing.

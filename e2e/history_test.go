@@ -404,3 +404,53 @@ func TestLoadWrites(t *testing.T) {
 		t.Errorf("CheckWrites = %+v; want %d writes, all acknowledged, none slow", ws, writes)
 	}
 }
+
+func TestCheckWrites(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		put("k", "v1", 0, 10, 204),
+		put("k", "v2", 0, 3000, 204), // slow
+		del("k", 0, 10, 502),
+		put("k", "v3", 0, 10, 0),
+		put("k", "v4", 0, 10, 413),
+		{Kind: Delete, Key: "k", Start: at(0), End: at(10), Status: 204, Unreached: "http://node2:8080"},
+	}
+	s := CheckWrites(ops, time.Second)
+	if s.Writes != 6 || s.Acked != 3 || s.Failed != 1 || s.Unknown != 2 || s.Slow != 1 || s.Unreached != 1 || s.Max != 3*time.Second {
+		t.Errorf("CheckWrites = %+v; want 6 writes: 3 acked, 1 failed, 2 unknown, 1 slow, 1 unreached, max 3s", s)
+	}
+}
+
+func TestSlowness(t *testing.T) {
+	t.Parallel()
+	rec := func(node string, atMS int, dur time.Duration) Record {
+		return Record{Node: node, At: at(atMS), Dur: dur}
+	}
+	recs := []Record{
+		rec("a", 0, time.Millisecond),
+		rec("a", 100, 2*time.Second),
+		rec("b", 200, 100*time.Millisecond),
+		rec("b", 5000, 3*time.Second), // outside the window
+	}
+	slow, overSecond, n, p99 := slowness(recs, at(0), at(1000))
+	if slow["a"] != 1 || slow["b"] != 1 || overSecond["a"] != 1 || overSecond["b"] != 0 || n != 3 || p99 != 2*time.Second {
+		t.Errorf("slowness = %v, %v, %d, %s; want a:1 b:1 slowed, a:1 over 1s, 3 requests, p99 2s", slow, overSecond, n, p99)
+	}
+}
+
+func TestMetric(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "# HELP x\nringcache_hot_promotions_total{group=\"other\"} 9\nringcache_hot_promotions_total{group=\"demo\"} 3\n")
+	}))
+	t.Cleanup(srv.Close)
+	api := NewAPI(5 * time.Second)
+	t.Cleanup(api.Close)
+	v, err := api.Metric(t.Context(), srv.URL, `ringcache_hot_promotions_total{group="demo"}`)
+	if err != nil || v != 3 {
+		t.Errorf("Metric = %v, %v; want 3", v, err)
+	}
+	if _, err := api.Metric(t.Context(), srv.URL, `ringcache_items{group="demo"}`); err == nil {
+		t.Error("Metric of a missing sample: no error")
+	}
+}

@@ -11,23 +11,38 @@ import (
 // Node owns a set of groups and the peer picker they share. Several Nodes
 // can live in one process. A Node is safe for concurrent use.
 type Node struct {
-	peers PeerPicker
-	log   *slog.Logger
+	peers  PeerPicker
+	tenure func() (uint64, bool)
+	log    *slog.Logger
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
 }
 
-// New returns a Node with no groups.
+// New returns a Node with no groups. If cfg.Peers is a RingNotifier, the
+// Node registers with it.
 func New(cfg Config) *Node {
-	n := &Node{peers: cfg.Peers, log: cfg.Logger, groups: make(map[string]*Group)}
+	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, log: cfg.Logger, groups: make(map[string]*Group)}
 	if n.peers == nil {
 		n.peers = NoPeers{}
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	if rn, ok := n.peers.(RingNotifier); ok {
+		rn.NotifyRing(n.RingChanged)
+	}
 	return n
+}
+
+// RingChanged drops, in every group, what the node may no longer serve
+// after a change of the ring: main-cache entries of keys it no longer owns,
+// and hot copies of keys it now owns. It is called by the PeerPicker when it
+// is a RingNotifier; a PeerPicker that is not must call it after each change.
+func (n *Node) RingChanged() {
+	for _, g := range n.Groups() {
+		g.ringChanged()
+	}
 }
 
 // NewGroup validates cfg and adds a group to the node. It returns an error
@@ -43,7 +58,7 @@ func (n *Node) NewGroup(cfg GroupConfig) (*Group, error) {
 	if _, ok := n.groups[cfg.Name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrGroupExists, cfg.Name)
 	}
-	g := newGroup(cfg, n.peers, n.log.With("group", cfg.Name))
+	g := newGroup(cfg, n.peers, n.tenure, n.log.With("group", cfg.Name))
 	n.groups[cfg.Name] = g
 	return g, nil
 }

@@ -56,6 +56,8 @@ type Registry struct {
 
 	compactions atomic.Int64 // watches that ended on a compacted revision
 
+	tenure tenure // read by Tenure without the lock
+
 	mu          sync.Mutex
 	changed     chan struct{} // closed and replaced at every change of State
 	lease       clientv3.LeaseID
@@ -157,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		done:       make(chan struct{}),
 		reput:      make(chan struct{}, 1),
 		changed:    make(chan struct{}),
+		tenure:     tenure{born: time.Now()},
 	}
 	r.ctx, r.cancel = context.WithCancel(client.Ctx())
 
@@ -298,6 +301,7 @@ func (r *Registry) stop() {
 func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, error) {
 	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
 	defer cancel()
+	sent := time.Now()
 	g, err := r.client.Grant(opCtx, int64(r.cfg.TTL/time.Second))
 	if err != nil {
 		return nil, nil, fmt.Errorf("grant lease: %w", err)
@@ -321,6 +325,7 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.lastContact = time.Now()
 	r.notifyLocked()
 	r.mu.Unlock()
+	r.tenure.start(g.ID, sent, time.Duration(g.TTL)*time.Second)
 	return ka, stop, nil
 }
 
@@ -334,6 +339,7 @@ func (r *Registry) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse, st
 		if r.ctx.Err() != nil {
 			return
 		}
+		r.tenure.end()
 		r.mu.Lock()
 		r.registered = false
 		r.notifyLocked()
@@ -353,10 +359,11 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 		select {
 		case <-r.ctx.Done():
 			return r.ctx.Err()
-		case _, ok := <-ka:
+		case resp, ok := <-ka:
 			if !ok {
 				return errLeaseLost
 			}
+			r.tenure.renew(time.Now(), resp.TTL, r.cfg.TTL)
 			r.touch(false)
 		case <-r.reput:
 			r.mu.Lock()

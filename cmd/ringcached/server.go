@@ -100,6 +100,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		Hash:          hash,
 		Replicas:      cfg.Replicas,
 		MaxKeyBytes:   cfg.MaxKeyBytes,
+		PeerTimeout:   cfg.PeerTimeout,
+		LeaseTTL:      cfg.CopyLease,
 		Secret:        secret,
 		Logger:        log,
 		OnPeerRequest: n.metrics.observePeer,
@@ -107,7 +109,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err != nil {
 		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
 	}
-	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log})
+	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log, Tenure: n.tenure})
 	for _, g := range cfg.Groups {
 		if err := n.addGroup(g); err != nil {
 			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)
@@ -178,6 +180,7 @@ func (n *node) addGroup(g GroupSpec) error {
 		HotBytes:      g.HotBytes,
 		TTL:           g.TTL,
 		NotFoundTTL:   g.NotFoundTTL,
+		ErrorTTL:      g.ErrorTTL,
 		LoadTimeout:   g.LoadTimeout,
 		MaxValueBytes: g.MaxValueBytes,
 	})
@@ -452,6 +455,16 @@ var _ clusterState = (*node)(nil)
 func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
+
+// tenure is the cache's Config.Tenure: with etcd, the registry's lease
+// (peers.Registry.Tenure); with static membership, always held. The
+// registry is set by join, before the node serves.
+func (n *node) tenure() (uint64, bool) {
+	if n.reg == nil {
+		return 0, true
+	}
+	return n.reg.Tenure()
+}
 
 // ready: started, not stopping, and (with etcd) registered with a member
 // set. During an etcd outage the registry stays ready on its last member set.

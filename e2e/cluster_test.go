@@ -216,7 +216,7 @@ func TestCluster(t *testing.T) {
 			ws := r.stats.Writes
 			t.Logf("%s: writes: %d, %d acknowledged, %d refused, %d unknown, %d over %s, max %s, %d with Ringcache-Unreached",
 				r.name, ws.Writes, ws.Acked, ws.Failed, ws.Unknown, ws.Slow, WriteBound, ws.Max.Round(time.Millisecond), ws.Unreached)
-			for _, line := range ws.Samples {
+			for _, line := range append(ws.Samples, ws.UnreachedSamples...) {
 				t.Logf("  write: %s", line)
 			}
 			if ws.Failed > 0 {
@@ -946,6 +946,7 @@ func (s *suite) scale(t *testing.T) result {
 	}
 	upStats := s.window(upSweep)
 	noErrors(t, upStats)
+	s.moved(t0) // before the check: the join moved keys
 	s.add(result{name: "scale 3->4", stats: upStats, extra: extraUp, converge: joined, history: s.checkHistory(t),
 		note: fmt.Sprintf("%d of %d keys (%.1f%%) changed owner, all to %s; %d of them loaded again (%d loads beyond one each), %d of the rest",
 			len(moved), len(s.keys), 100*frac, added, movedLoaded, extraUp, len(unmoved))})

@@ -530,14 +530,16 @@ type WriteStats struct {
 	// Max is the slowest write.
 	Max time.Duration
 	// Samples describes up to five writes that were not acknowledged or
-	// were slow, and up to three Ringcache-Unreached headers.
+	// were slow.
 	Samples []string
+	// UnreachedSamples describes up to three writes answered with a
+	// Ringcache-Unreached header.
+	UnreachedSamples []string
 }
 
 // CheckWrites sums up writes, counting those slower than bound as slow.
 func CheckWrites(writes []Op, bound time.Duration) WriteStats {
 	var s WriteStats
-	var bad, unreached int
 	for _, w := range writes {
 		s.Writes++
 		d := w.End.Sub(w.Start)
@@ -553,15 +555,13 @@ func CheckWrites(writes []Op, bound time.Duration) WriteStats {
 		if d > bound {
 			s.Slow++
 		}
-		if (w.Outcome() != Acked || d > bound) && bad < 5 {
-			bad++
+		if (w.Outcome() != Acked || d > bound) && len(s.Samples) < 5 {
 			s.Samples = append(s.Samples, fmt.Sprintf("%s took %s", w, d.Round(time.Millisecond)))
 		}
 		if w.Unreached != "" {
 			s.Unreached++
-			if unreached < 3 {
-				unreached++
-				s.Samples = append(s.Samples, fmt.Sprintf("%s: Ringcache-Unreached: %s", w, w.Unreached))
+			if len(s.UnreachedSamples) < 3 {
+				s.UnreachedSamples = append(s.UnreachedSamples, fmt.Sprintf("%s: Ringcache-Unreached: %s", w, w.Unreached))
 			}
 		}
 	}

@@ -212,7 +212,13 @@ func (s *suite) pause(t *testing.T) result {
 		lost = append(lost, op.String())
 	}
 	if ws.Slow > 0 {
-		t.Errorf("%d of %d writes during the pause took over %s (max %s); samples: %q", ws.Slow, ws.Writes, WriteBound, ws.Max.Round(time.Millisecond), ws.Samples)
+		var slow []string
+		for _, op := range pausedWrites {
+			if d := op.End.Sub(op.Start); d > WriteBound {
+				slow = append(slow, fmt.Sprintf("%s in %s, Ringcache-Unreached %q", op, d.Round(time.Millisecond), op.Unreached))
+			}
+		}
+		t.Errorf("%d of %d writes during the pause took over %s (max %s): %q", ws.Slow, ws.Writes, WriteBound, ws.Max.Round(time.Millisecond), first(slow, 5))
 	}
 	if len(lost) > 0 {
 		t.Errorf("%d writes of keys that a live node owns were not acknowledged during the pause, e.g. %q", len(lost), first(lost, 5))

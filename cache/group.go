@@ -371,6 +371,8 @@ func (g *Group) result(v Value, err error) (Value, error) {
 	case err == nil:
 	case errors.Is(err, ErrNotFound):
 		g.st.notFounds.Add(1)
+	case errors.Is(err, ErrTooLarge):
+		// Counted as TooLarge where it was refused, not as a failure.
 	default:
 		g.st.errors.Add(1)
 	}
@@ -465,6 +467,9 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	}
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
+			if errors.Is(err, ErrTooLarge) && int64(len(v.Data)) <= g.cfg.MaxValueBytes {
+				g.st.tooLarge.Add(1) // the origin refused it itself (it reads no more than the limit)
+			}
 			err = fmt.Errorf("%w: group %q key %q: %w", ErrLoad, g.cfg.Name, key, err)
 			if g.cfg.ErrorTTL > 0 && gd.holds() {
 				g.failed.put(key, err, now.Add(g.cfg.ErrorTTL))

@@ -540,8 +540,8 @@ func TestTooLarge(t *testing.T) {
 	if loads.Load() != 1 {
 		t.Fatalf("loads = %d, want 1 (the refusal is remembered)", loads.Load())
 	}
-	if s := g.Stats(); s.TooLarge != 3 || s.Errors != 2 || s.MainItems != 1 {
-		t.Fatalf("Stats: TooLarge %d, Errors %d, MainItems %d; want 3, 2, 1", s.TooLarge, s.Errors, s.MainItems)
+	if s := g.Stats(); s.TooLarge != 3 || s.Errors != 0 || s.MainItems != 1 {
+		t.Fatalf("Stats: TooLarge %d, Errors %d, MainItems %d; want 3, 0 (too large is not a failure of ours), 1", s.TooLarge, s.Errors, s.MainItems)
 	}
 }
 
@@ -712,5 +712,25 @@ func TestNilPeerMeansThisNode(t *testing.T) {
 	}
 	if s := g.Stats(); s.MainItems != 1 || s.LocalLoads != 1 {
 		t.Fatalf("MainItems %d, LocalLoads %d; want 1, 1", s.MainItems, s.LocalLoads)
+	}
+}
+
+// TestOriginRefusingALargeValue: an origin that stops reading at the limit
+// and returns ErrTooLarge itself is counted and remembered the same way as a
+// value over MaxValueBytes.
+func TestOriginRefusingALargeValue(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	g := newTestGroup(t, GroupConfig{}, func(context.Context, string) (Value, error) {
+		loads.Add(1)
+		return Value{}, fmt.Errorf("upstream body over the limit: %w", ErrTooLarge)
+	})
+	for range 3 {
+		if _, err := g.Get(t.Context(), "k"); !errors.Is(err, ErrLoad) || !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("err = %v, want ErrLoad and ErrTooLarge", err)
+		}
+	}
+	if s := g.Stats(); loads.Load() != 1 || s.TooLarge != 1 || s.Errors != 0 {
+		t.Fatalf("loads %d, TooLarge %d, Errors %d; want 1, 1, 0", loads.Load(), s.TooLarge, s.Errors)
 	}
 }

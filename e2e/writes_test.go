@@ -131,8 +131,8 @@ func sum(m map[string]int) int {
 // writes, then thawed. Clients send to the other two only (as a client
 // with health checks would), which must notice the silent peer within
 // about a second once: after the first second of the pause, no more
-// requests are slowed than in a calm stretch before it, and none waits a
-// second. Every write answers within WriteBound; writes of keys that the
+// requests are slowed than in a calm stretch before it, and at most one per
+// node (begun as the breaker opened) waits a second. Every write answers within WriteBound; writes of keys that the
 // paused node owns may fail (5xx: not applied) until the ring drops it,
 // every other write is acknowledged.
 func (s *suite) pause(t *testing.T) result {
@@ -184,9 +184,17 @@ func (s *suite) pause(t *testing.T) result {
 	// nodes, the same machine, just before.
 	calmRate := float64(sum(calm)) / pausedAt.Sub(calmFrom).Seconds()
 	allowed := int(2*calmRate*unpausedAt.Sub(pausedAt.Add(time.Second)).Seconds()) + 10
-	if sum(later) > allowed || sum(laterSecond) > 0 {
+	// A node suspects the paused peer when its first request to it has
+	// heard nothing for the peer timeout (1 s), so the breaker opens a
+	// little after the first second: one request per node that began just
+	// before may still wait that second.
+	racing := 0
+	for _, n := range laterSecond {
+		racing = max(racing, n)
+	}
+	if sum(later) > allowed || racing > 1 {
 		t.Errorf("after the first second of the pause, %d requests (%v) were slowed over %s and %d (%v) over 1s; "+
-			"want at most %d (twice the calm rate of %.1f/s, plus 10) and none over 1s",
+			"want at most %d (twice the calm rate of %.1f/s, plus 10) and at most one per node over 1s",
 			sum(later), later, slowAfter, sum(laterSecond), laterSecond, allowed, calmRate)
 	}
 

@@ -192,6 +192,16 @@ func (s *suite) pause(t *testing.T) result {
 	for _, n := range laterSecond {
 		racing = max(racing, n)
 	}
+	var waited []string // what waited a second after the first one
+	for _, r := range w.Records {
+		if r.Dur > time.Second && !r.At.Before(pausedAt.Add(time.Second)) && r.At.Before(unpausedAt) {
+			waited = append(waited, fmt.Sprintf("%s via %s at +%s took %s", r.Key, r.Node,
+				r.At.Sub(pausedAt).Round(time.Millisecond), r.Dur.Round(time.Millisecond)))
+		}
+	}
+	if len(waited) > 0 {
+		t.Logf("requests begun after the first second of the pause that took over 1s: %q", first(waited, 10))
+	}
 	if sum(later) > allowed || racing > 1 {
 		t.Errorf("after the first second of the pause, %d requests (%v) were slowed over %s and %d (%v) over 1s; "+
 			"want at most %d (twice the calm rate of %.1f/s, plus 10) and at most one per node over 1s",

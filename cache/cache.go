@@ -101,6 +101,24 @@ type PeerPicker interface {
 	DropCopies(ctx context.Context, group, key string) (unreached []string)
 }
 
+// A Handoffer is a PeerPicker that knows which node owned a key before the
+// last ring change, so that a new owner can take the value from it instead
+// of loading it from the origin (a warm hand-off). The Node asks only within
+// Config.HandoffWindow of the change.
+type Handoffer interface {
+	// PreviousOwner returns the node that owned key by the ring before the
+	// last change, and false when that is this node or the key's current
+	// owner (nothing to take).
+	PreviousOwner(key string) (Peer, bool)
+}
+
+// A HandoffFetcher is a Peer that can hand over a value it holds.
+type HandoffFetcher interface {
+	// FetchHandoff returns the peer's value of key from its caches only:
+	// never from its origin, never forwarded. ErrNotFound: it holds none.
+	FetchHandoff(ctx context.Context, group, key string) (Value, error)
+}
+
 // A RingNotifier is a PeerPicker that tells when the ring changes, so that
 // a Node can drop the entries of keys it no longer owns. New registers with
 // a PeerPicker that implements it.
@@ -143,6 +161,13 @@ type Config struct {
 	// what it held before: the others owned its keys meanwhile. If nil, the
 	// claim always holds (static membership).
 	Tenure func() (term uint64, ok bool)
+	// HandoffWindow is how long after a ring change the node keeps the
+	// values of keys it no longer owns, for their new owners to take, and
+	// asks a key's previous owner before it loads a key it now owns from
+	// the origin. The kept values share the main cache's budget. If zero,
+	// one minute; negative: no hand-off (values of keys no longer owned are
+	// dropped at once).
+	HandoffWindow time.Duration
 }
 
 // GroupConfig configures a Group. Zero values select the documented defaults.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -40,6 +41,19 @@ type Group struct {
 	ring atomic.Uint64
 	// tenure is the Node's Config.Tenure, or nil.
 	tenure func() (uint64, bool)
+	node   *Node
+
+	// handoff holds, for HandoffWindow after a ring change, the main-cache
+	// entries of keys this node no longer owns, for their new owners to
+	// take. Its bytes come out of the main cache's budget.
+	handoff      *lru
+	handoffMu    sync.Mutex   // serializes ring changes and the window's end
+	handoffUntil atomic.Int64 // Unix nanoseconds; 0: no window
+	handoffTimer *time.Timer  // guarded by handoffMu
+	// snap holds the write epochs as they were at the last ring change: a
+	// key whose stripe moved since was written at its new owner, and no
+	// value from before may be taken over for it.
+	snap [epochStripes]atomic.Uint64
 
 	failed failures // origin loads that just failed
 
@@ -48,16 +62,18 @@ type Group struct {
 	st counters
 }
 
-func newGroup(cfg GroupConfig, peers PeerPicker, tenure func() (uint64, bool), log *slog.Logger) *Group {
+func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	hotBytes := max(cfg.HotBytes, 0)
 	g := &Group{
-		cfg:    cfg,
-		peers:  peers,
-		tenure: tenure,
-		log:    log,
-		main:   newLRU(cfg.MaxBytes - hotBytes),
-		hot:    newLRU(hotBytes),
-		seed:   maphash.MakeSeed(),
+		cfg:     cfg,
+		peers:   n.peers,
+		tenure:  n.tenure,
+		node:    n,
+		log:     log,
+		main:    newLRU(cfg.MaxBytes - hotBytes),
+		hot:     newLRU(hotBytes),
+		handoff: newLRU(cfg.MaxBytes - hotBytes),
+		seed:    maphash.MakeSeed(),
 	}
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
@@ -257,6 +273,9 @@ func (g *Group) ownerGuard(key string) (guard, uint64, error) {
 	if _, remote := g.pick(key); remote {
 		return gd, 0, fmt.Errorf("%w: %q", ErrNotOwner, key)
 	}
+	if g.node.retired.Load() {
+		return gd, 0, fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
+	}
 	term, ok := g.term()
 	if !ok {
 		return gd, 0, fmt.Errorf("%w: %q: this node's registration may have lapsed", ErrNotOwner, key)
@@ -282,19 +301,165 @@ func (g *Group) invalidate(key string) {
 	g.failed.forget(key)
 	g.main.remove(key)
 	g.hot.remove(key)
+	g.handoff.remove(key)
 }
 
-// ringChanged drops the entries this node may no longer serve after a ring
-// change: main-cache entries of keys it no longer owns (were it to own them
-// again later, a write made at the owner in between would be lost) and hot
-// copies of keys it now owns. The ring generation is bumped first, so that a
-// load that began under the old ring and completes after the sweep is not
-// stored: 1: load of k begins (owner), 2: ring moves k away, sweep, 1: load
-// stores k in main, 3: ring moves k back, 1 serves its pre-move value.
+// ringChanged sets aside what the node may no longer serve after a ring
+// change: main-cache entries of keys it no longer owns move to the hand-off
+// cache (or are dropped, without hand-off), where they are only handed to
+// their new owners and never served again here (were this node to own such
+// a key again later, a write made at the other owner in between would be
+// lost); hot copies of keys it now owns are dropped. The ring generation is
+// bumped first, so that a load that began under the old ring and completes
+// after the sweep is not stored: 1: load of k begins (owner), 2: ring moves
+// k away, sweep, 1: load stores k in main, 3: ring moves k back, 1 serves
+// its pre-move value.
 func (g *Group) ringChanged() {
+	g.handoffMu.Lock()
+	defer g.handoffMu.Unlock()
 	g.ring.Add(1)
-	g.main.removeIf(func(key string) bool { _, remote := g.pick(key); return remote })
-	g.hot.removeIf(func(key string) bool { _, remote := g.pick(key); return !remote })
+	for i := range g.epochs {
+		g.snap[i].Store(g.epochs[i].Load())
+	}
+	remote := func(key string) bool { _, r := g.pick(key); return r }
+	moved := g.main.takeIf(remote)
+	g.hot.removeIf(func(key string) bool { return !remote(key) })
+	g.handoff.removeIf(func(key string) bool { return !remote(key) })
+	window := g.node.handoff
+	if window <= 0 {
+		return
+	}
+	for _, m := range moved {
+		if !m.e.notFound {
+			g.handoff.add(m.key, m.e, guard{})
+		}
+	}
+	held, _ := g.handoff.usage()
+	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0) - held)
+	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
+	if g.handoffTimer != nil {
+		g.handoffTimer.Stop()
+	}
+	g.handoffTimer = time.AfterFunc(window, g.endHandoff)
+}
+
+// endHandoff ends the hand-off window: the kept values are dropped and the
+// main cache has its whole budget again.
+func (g *Group) endHandoff() {
+	g.handoffMu.Lock()
+	defer g.handoffMu.Unlock()
+	if time.Now().UnixNano() < g.handoffUntil.Load() {
+		return // a later ring change started a new window
+	}
+	g.handoffUntil.Store(0)
+	g.handoff.clear()
+	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
+}
+
+// inHandoff reports whether a hand-off window is open.
+func (g *Group) inHandoff() bool {
+	return time.Now().UnixNano() < g.handoffUntil.Load()
+}
+
+// unwrittenSinceRingChange reports whether no write of key's stripe has
+// been applied here since the last ring change, so that a value from before
+// the change may still be taken over for it.
+func (g *Group) unwrittenSinceRingChange(key string) bool {
+	i := maphash.String(g.seed, key) % epochStripes
+	return g.epochs[i].Load() == g.snap[i].Load()
+}
+
+// Handoff returns this node's value of key for a node that took over key
+// (the transport calls it for a hand-off request): from the main cache if
+// this node still owns key by its ring, else from the values it kept after
+// losing key, within the hand-off window. It never loads and never asks a
+// peer.
+func (g *Group) Handoff(key string) (Value, bool) {
+	if _, remote := g.pick(key); !remote {
+		v, err, ok := g.lookup(key, false, false)
+		return v, ok && err == nil
+	}
+	if !g.inHandoff() {
+		return Value{}, false
+	}
+	e, ok := g.handoff.get(key)
+	if !ok || e.notFound {
+		return Value{}, false
+	}
+	g.st.handoffsGiven.Add(1)
+	return e.v, true
+}
+
+// Adopt stores v for key, handed over by the node that owned key before it
+// left, unless this node holds a value of key already or key was written
+// here since the last ring change (a write wins over any hand-off). The
+// transport calls it after checking that this node is key's next owner.
+// It reports whether v was stored.
+func (g *Group) Adopt(key string, v Value) bool {
+	if key == "" || !g.unwrittenSinceRingChange(key) {
+		return false
+	}
+	term, ok := g.term()
+	if !ok || !g.storable(v, time.Now()) {
+		return false
+	}
+	i := maphash.String(g.seed, key) % epochStripes
+	gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: g.ring.Load()}
+	if g.main.addIfAbsent(key, entry{v: v, size: entrySize(key, v), stamp: term}, gd) {
+		g.st.handoffsTaken.Add(1)
+		return true
+	}
+	return false
+}
+
+// Newest returns up to n of the main cache's values, most recently used
+// first, for a node that hands its values over before it leaves.
+func (g *Group) Newest(n int) []KeyValue {
+	es := g.main.newest(n)
+	out := make([]KeyValue, 0, len(es))
+	for _, e := range es {
+		if !e.e.notFound {
+			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
+		}
+	}
+	return out
+}
+
+// KeyValue is a key with its value.
+type KeyValue struct {
+	Key   string
+	Value Value
+}
+
+// pull asks key's previous owner for its value, within the hand-off window
+// of a ring change and if key was not written here since: a key that moved
+// to this node costs its previous owner a lookup instead of the origin a
+// load. It runs on key's load flight, so there is one hand-off fetch per
+// key.
+func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
+	if !g.inHandoff() || !g.unwrittenSinceRingChange(key) {
+		return Value{}, false
+	}
+	h, ok := g.peers.(Handoffer)
+	if !ok {
+		return Value{}, false
+	}
+	prev, ok := h.PreviousOwner(key)
+	if !ok {
+		return Value{}, false
+	}
+	f, ok := prev.(HandoffFetcher)
+	if !ok {
+		return Value{}, false
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
+	defer cancel()
+	v, err := f.FetchHandoff(fctx, g.cfg.Name, key)
+	if err != nil {
+		return Value{}, false
+	}
+	g.st.handoffsTaken.Add(1)
+	return v, true
 }
 
 // pick returns key's owner, or remote == false if this node owns it. A
@@ -455,6 +620,16 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		}
 	} else {
 		stored.stamp, held = g.term()
+	}
+	if !remote && held {
+		if v, ok := g.pull(ctx, key); ok {
+			now := time.Now()
+			if g.storable(v, now) {
+				stored.v, stored.size = v, entrySize(key, v)
+				dest.add(key, stored, gd)
+			}
+			return v, nil
+		}
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
 	defer cancel()

@@ -55,11 +55,10 @@ func entrySize(key string, v Value) int64 {
 // simplelru holds. The callback runs under mu but calls no user code.
 // An lru is safe for concurrent use.
 type lru struct {
-	maxBytes int64
-
-	mu    sync.Mutex
-	c     *simplelru.LRU[string, entry]
-	bytes int64 // guarded by mu
+	mu       sync.Mutex
+	maxBytes int64 // guarded by mu
+	c        *simplelru.LRU[string, entry]
+	bytes    int64 // guarded by mu
 
 	evictions atomic.Int64
 }
@@ -141,6 +140,86 @@ func (l *lru) add(key string, e entry, g guard) bool {
 func (l *lru) remove(key string) {
 	l.mu.Lock()
 	l.c.Remove(key)
+	l.mu.Unlock()
+}
+
+// keyed is an entry with its key, as takeIf and walk hand them out.
+type keyed struct {
+	key string
+	e   entry
+}
+
+// takeIf removes every entry for which take returns true and returns them,
+// least recently used first. take runs under mu: it must be quick and call
+// no user code.
+func (l *lru) takeIf(take func(key string) bool) []keyed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []keyed
+	for _, k := range l.c.Keys() {
+		if take(k) {
+			e, _ := l.c.Peek(k)
+			l.c.Remove(k)
+			out = append(out, keyed{k, e})
+		}
+	}
+	return out
+}
+
+// newest returns up to n entries, most recently used first, without
+// marking them used.
+func (l *lru) newest(n int) []keyed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := l.c.Keys()
+	out := make([]keyed, 0, min(n, len(keys)))
+	for i := len(keys) - 1; i >= 0 && len(out) < n; i-- {
+		e, _ := l.c.Peek(keys[i])
+		out = append(out, keyed{keys[i], e})
+	}
+	return out
+}
+
+// addIfAbsent is add for a key that has no entry yet: it stores nothing
+// (and reports false) when key has one.
+func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
+	l.mu.Lock()
+	if l.c.Contains(key) {
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	// Another add may slip in between: it stores a value at least as new
+	// (a write or a load), and this one then replaces it only if the guard
+	// still holds, which a write would have broken.
+	return l.add(key, e, g)
+}
+
+// setMax changes the byte bound, evicting least recently used entries
+// until the bytes fit.
+func (l *lru) setMax(maxBytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxBytes = maxBytes
+	for l.bytes > l.maxBytes {
+		if _, _, ok := l.c.RemoveOldest(); !ok {
+			break
+		}
+		l.evictions.Add(1)
+	}
+}
+
+// budget returns the byte bound.
+func (l *lru) budget() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxBytes
+}
+
+// clear drops every entry.
+func (l *lru) clear() {
+	l.mu.Lock()
+	l.c.Purge()
 	l.mu.Unlock()
 }
 

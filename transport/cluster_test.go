@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -133,7 +134,10 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		// and the server needs the pool's handler before it starts.
 		srv := httptest.NewUnstartedServer(nil)
 		tn := &testNode{url: "http://" + srv.Listener.Addr().String(), srv: srv, gate: &gate{}}
-		cfg := Config{Self: tn.url}
+		// A generous silence bound: on a loaded machine under the race
+		// detector a node can miss a 1s deadline, and the tests that are
+		// about silence set their own.
+		cfg := Config{Self: tn.url, PeerTimeout: 5 * time.Second}
 		if o.pool != nil {
 			o.pool(i, &cfg)
 		}

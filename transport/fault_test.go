@@ -124,7 +124,7 @@ func TestSlowOriginLoadsOnce(t *testing.T) {
 // When it answers again, a probe notices and requests reach it again.
 func TestPausedOwnerCostsOneTimeout(t *testing.T) {
 	t.Parallel()
-	const peerTimeout = 300 * time.Millisecond
+	const peerTimeout = DefaultPeerTimeout
 	nodes, _ := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.PeerTimeout = peerTimeout }})
 	c := testClient(t)
 	paused := nodes[2]
@@ -139,7 +139,9 @@ func TestPausedOwnerCostsOneTimeout(t *testing.T) {
 		if err := get(t, c, nodes[0], k); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d > 50*time.Millisecond {
+		// Waiting on the paused owner takes the whole PeerTimeout; half
+		// of it tells that from a scheduling hiccup on a busy machine.
+		if d := time.Since(start); d > peerTimeout/2 {
 			slow = append(slow, d)
 		}
 	}

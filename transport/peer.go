@@ -37,8 +37,9 @@ type peer struct {
 }
 
 var (
-	_ cache.Peer   = (*peer)(nil)
-	_ cache.Leaser = (*peer)(nil)
+	_ cache.Peer           = (*peer)(nil)
+	_ cache.Leaser         = (*peer)(nil)
+	_ cache.HandoffFetcher = (*peer)(nil)
 )
 
 // String returns the peer's base URL, its identity.
@@ -94,6 +95,21 @@ func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, erro
 		v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
 		return err
 	}})
+	return v, err
+}
+
+// FetchHandoff asks the peer, the key's previous owner, for the value it
+// holds (cache.HandoffFetcher): a GET marked X-Ringcache-Handoff, which the
+// peer answers from its caches only. cache.ErrNotFound: it holds none.
+func (pe *peer) FetchHandoff(ctx context.Context, group, key string) (cache.Value, error) {
+	var v cache.Value
+	err := pe.do(ctx, peerRequest{op: "handoff", method: http.MethodGet, group: group, key: key,
+		header: func(h http.Header) { h[hdrHandoff] = handoffMarker },
+		read: func(res *http.Response) error {
+			var err error
+			v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
+			return err
+		}})
 	return v, err
 }
 

@@ -81,6 +81,10 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+adoptRoute) {
+		h.serveAdopt(w, r, strings.TrimPrefix(path, cfg.BasePath+adoptRoute))
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodPut, http.MethodDelete:
 	default:
@@ -101,6 +105,15 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet:
+		if r.Header.Get(hdrHandoff) != "" {
+			v, ok := g.Handoff(key)
+			if !ok {
+				writePeerError(w, cache.ErrNotFound)
+				return
+			}
+			writeGetResponse(w, v)
+			return
+		}
 		grant()
 		var beat func()
 		if r.Header.Get(hdrPeer) != "" { // a ringcache requester reads 1xx; others need not see them
@@ -114,16 +127,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writePeerError(w, err)
 			return
 		}
-		// The body is groupcache's GetResponse with only its value set,
-		// written as the message's prefix then the value itself rather
-		// than marshalled into a copy (TestEncodeGetResponse checks the
-		// bytes against proto.Marshal).
-		prefix := getResponsePrefix(len(v.Data))
-		setValueHeaders(w.Header(), v)
-		w.Header().Set("Content-Type", protobufType)
-		w.Header().Set("Content-Length", strconv.Itoa(len(prefix)+len(v.Data)))
-		w.Write(prefix)
-		w.Write(v.Data)
+		writeGetResponse(w, v)
 	case http.MethodPut:
 		v, err := readValue(w, r, g.Config().MaxValueBytes)
 		if err != nil {
@@ -147,6 +151,19 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res, err := g.RemoveLocal(ctx, key)
 		writeWriteResult(w, res, err)
 	}
+}
+
+// writeGetResponse writes v as groupcache's GetResponse with only its value
+// set, written as the message's prefix then the value itself rather than
+// marshalled into a copy (TestEncodeGetResponse checks the bytes against
+// proto.Marshal).
+func writeGetResponse(w http.ResponseWriter, v cache.Value) {
+	prefix := getResponsePrefix(len(v.Data))
+	setValueHeaders(w.Header(), v)
+	w.Header().Set("Content-Type", protobufType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(prefix)+len(v.Data)))
+	w.Write(prefix)
+	w.Write(v.Data)
 }
 
 // writeWriteResult answers a write applied (or refused) as the key's owner.

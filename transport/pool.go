@@ -63,11 +63,17 @@ type poolState struct {
 	// metrics and /status show it), built once: requests and responses
 	// share it, and net/http only reads it.
 	versionHeader []string
+	// prev is the ring before the last change (for a node that has just
+	// joined, the ring of the others), nil if none: PreviousOwner reads it.
+	// gone holds the peers of prev that left with the change.
+	prev *consistenthash.Map
+	gone map[string]*peer
 }
 
 var (
 	_ cache.PeerPicker   = (*Pool)(nil)
 	_ cache.RingNotifier = (*Pool)(nil)
+	_ cache.Handoffer    = (*Pool)(nil)
 )
 
 // NewPool validates cfg and returns a Pool whose ring holds only cfg.Self
@@ -197,6 +203,32 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 		st.peers[m] = pe
 		st.others = append(st.others, pe)
 	}
+	switch {
+	case old == nil:
+	case len(old.members) == 1 && len(members) > 1:
+		// This node has just joined: the keys it now owns were owned by
+		// the others, by the ring without it.
+		st.prev = ring.Clone()
+		st.prev.Remove(p.cfg.Self)
+	case old.ring.Version() != ring.Version():
+		st.prev = old.ring
+	default:
+		st.prev, st.gone = old.prev, old.gone
+	}
+	if st.prev != nil && st.gone == nil {
+		st.gone = map[string]*peer{}
+		for _, m := range st.prev.Nodes() {
+			if _, member := st.peers[m]; !member && m != p.cfg.Self {
+				if pe, ok := old.peers[m]; ok {
+					st.gone[m] = pe
+				} else if pe, ok := old.gone[m]; ok {
+					st.gone[m] = pe
+				} else {
+					st.gone[m] = &peer{pool: p, url: m}
+				}
+			}
+		}
+	}
 	p.state.Store(st)
 	if old != nil && old.ring.Version() != ring.Version() {
 		// Still under mu, so that two changes' sweeps cannot interleave.
@@ -259,6 +291,29 @@ func (p *Pool) PickPeer(key string) (cache.Peer, bool) {
 // Peers returns every member but this node. The slice is the caller's.
 func (p *Pool) Peers() []cache.Peer {
 	return slices.Clone(p.state.Load().others)
+}
+
+// PreviousOwner returns the member that owned key by the ring before the
+// last change (for a node that has just joined: by the ring of the others),
+// and false when that is this node or key's current owner
+// (cache.Handoffer). A member that left with the change is still returned:
+// a node that leaves gracefully hands its values over before it stops.
+func (p *Pool) PreviousOwner(key string) (cache.Peer, bool) {
+	st := p.state.Load()
+	if st.prev == nil {
+		return nil, false
+	}
+	prev := st.prev.Get(key)
+	if prev == "" || prev == p.cfg.Self || prev == st.ring.Get(key) {
+		return nil, false
+	}
+	if pe, ok := st.peers[prev]; ok {
+		return pe, true
+	}
+	if pe, ok := st.gone[prev]; ok {
+		return pe, true
+	}
+	return nil, false
 }
 
 // NotifyRing calls f after every change of the ring, once the new ring is

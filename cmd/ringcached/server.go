@@ -346,6 +346,9 @@ func (n *node) stop(ctx context.Context) {
 		n.isReady.Store(false)
 		n.log.Info("stopping: not ready, leaving the ring, finishing requests", "timeout", n.cfg.ShutdownTimeout)
 		if n.reg != nil {
+			n.handOver(ctx)
+		}
+		if n.reg != nil {
 			closed := make(chan error, 1)
 			go func() { closed <- n.reg.Close() }()
 			select {
@@ -373,6 +376,30 @@ func (n *node) stop(ctx context.Context) {
 		n.pool.Close()
 		n.log.Info("stopped", "dur", time.Since(start))
 	})
+}
+
+// handOver is the first half of a graceful leave with etcd: the others are
+// told that this node leaves (they drop it from their rings at once), the
+// node stops applying writes, and it pushes the values it owns to their
+// next owners, most recently used first, within half of ctx's time, so that
+// the keys that move cost the origin nothing. The node keeps serving reads,
+// and hand-off requests, until its servers stop.
+func (n *node) handOver(ctx context.Context) {
+	if err := n.reg.Leave(ctx); err != nil {
+		n.log.Warn("marking this node as leaving", "err", err)
+		return
+	}
+	n.cache.Retire()
+	budget := n.cfg.ShutdownTimeout / 2
+	if d, ok := ctx.Deadline(); ok {
+		budget = time.Until(d) / 2
+	}
+	dctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	began := time.Now()
+	st := n.pool.Drain(dctx, n.cache, 0)
+	n.log.Info("handed values over to their next owners",
+		"offered", st.Offered, "adopted", st.Adopted, "bytes", st.Bytes, "failed_batches", st.Failed, "dur", time.Since(began))
 }
 
 // serveReady answers 200 once the node is registered (or has its static

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 // TestCached: Cached reports what a Get would find in the caches (values
@@ -36,4 +38,31 @@ func TestCached(t *testing.T) {
 	if g.Cached("k") {
 		t.Fatal("Cached after Remove = true")
 	}
+}
+
+// TestCachedExpiry: an expired value is not cached, unless it is within
+// its stale-while-revalidate window, where Get serves it at once.
+func TestCachedExpiry(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			swr  time.Duration
+			want bool // after expiry
+		}{
+			{"no stale window", 0, false},
+			{"within stale-while-revalidate", time.Minute, true},
+		} {
+			g := newTestGroup(t, GroupConfig{Name: "g" + tc.name, TTL: time.Second, StaleWhileRevalidate: tc.swr},
+				func(_ context.Context, key string) (Value, error) { return Value{Data: []byte(key)}, nil })
+			g.Get(t.Context(), "k")
+			if !g.Cached("k") {
+				t.Fatalf("%s: Cached before expiry = false", tc.name)
+			}
+			time.Sleep(2 * time.Second)
+			if got := g.Cached("k"); got != tc.want {
+				t.Fatalf("%s: Cached after expiry = %v, want %v", tc.name, got, tc.want)
+			}
+		}
+	})
 }

@@ -64,7 +64,6 @@ func TestSecurity(t *testing.T) {
 	var override strings.Builder
 	override.WriteString("services:\n")
 	env := []string{
-		"RINGCACHE_WRITE_TOKEN=" + token,
 		"RINGCACHE_ADMIN_LISTEN=:9090",
 		"RINGCACHE_MAX_CONNS=" + strconv.Itoa(secMaxConns),
 	}
@@ -79,10 +78,11 @@ func TestSecurity(t *testing.T) {
 	env = append(env, "RINGCACHE_COMPOSE_FILES="+overrideFile)
 
 	c, err := NewCompose(ctx, ComposeConfig{
-		DeployDir: deployDir,
-		Groups:    fmt.Sprintf("name=demo,origin=demo,demo-latency=%s", secDemoLatency),
-		Env:       env,
-		Log:       t.Logf,
+		DeployDir:  deployDir,
+		WriteToken: token,
+		Groups:     fmt.Sprintf("name=demo,origin=demo,demo-latency=%s", secDemoLatency),
+		Env:        env,
+		Log:        t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)

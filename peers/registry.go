@@ -54,7 +54,8 @@ type Registry struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	compactions atomic.Int64 // watches that ended on a compacted revision
+	compactions    atomic.Int64 // watches that ended on a compacted revision
+	claimConflicts atomic.Int64 // join transactions that lost a race (placement.go)
 
 	tenure tenure // read by Tenure without the lock
 
@@ -70,6 +71,8 @@ type Registry struct {
 	pending     []Member
 	peers       []string
 	weights     map[string]int
+	positions   map[string][]uint32 // with a Placer: what the RangesSetter last received
+	claimed     []uint32            // with a Placer: this node's positions, once claimed
 }
 
 // State is a snapshot of what a Registry knows, for an operator's status page (it marshals to
@@ -311,7 +314,7 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.mu.Lock()
 	r.lease = g.ID
 	r.mu.Unlock()
-	if _, err := r.client.Put(opCtx, r.key, r.value, clientv3.WithLease(g.ID)); err != nil {
+	if err := r.put(opCtx, g.ID); err != nil {
 		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
 	}
 	kaCtx, stop := context.WithCancel(r.ctx)
@@ -370,7 +373,7 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 			lease := r.lease
 			r.mu.Unlock()
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.TTL)
-			_, err := r.client.Put(ctx, r.key, r.value, clientv3.WithLease(lease))
+			err := r.put(ctx, lease)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("put missing key %s: %w", r.key, err)
@@ -565,12 +568,16 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 	peers := peerURLs(members)
 	weights := peerWeights(members)
 	ws, weighted := r.cfg.Setter.(WeightedSetter)
+	rs, ranged := r.cfg.Setter.(RangesSetter)
+	ranged = ranged && r.cfg.Placer != nil
+	positions := peerPositions(members)
 	r.mu.Lock()
 	old, oldWeights := r.peers, r.weights
-	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights))
+	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights)) ||
+		(ranged && !samePositions(r.positions, positions))
 	r.members, r.pending, r.weights = members, pending, weights
 	if changed {
-		r.peers = peers
+		r.peers, r.positions = peers, positions
 		r.lastChange = now
 	}
 	r.notifyLocked()
@@ -582,6 +589,8 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 		"added", missingFrom(peers, old), "removed", missingFrom(old, peers))
 	var err error
 	switch {
+	case ranged:
+		err = rs.SetRanges(peerPositions(members))
 	case weighted:
 		err = ws.SetWeighted(maps.Clone(weights))
 	case r.cfg.Setter != nil:

@@ -53,9 +53,18 @@ type versionPair struct{ ours, theirs uint64 }
 // may be logged again), so that a flapping membership cannot grow it forever.
 const maxSeenPairs = 1024
 
+// ring is what the Pool reads of its ring: a *consistenthash.Map (hashed
+// replicas, Set and SetWeighted) or a *consistenthash.Ranges (explicit arcs,
+// SetRanges).
+type ring interface {
+	Get(key string) string
+	Version() uint64
+	Shares() map[string]float64
+}
+
 // poolState is one membership: immutable once published.
 type poolState struct {
-	ring    *consistenthash.Map
+	ring    ring
 	members []string
 	peers   map[string]*peer // by base URL, self excluded
 	others  []cache.Peer     // the values of peers, in member order
@@ -172,7 +181,13 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 			}
 		}
 	}
+	p.install(ring, members)
+	return nil
+}
 
+// install publishes a new ring with its sorted members, this node included,
+// and tells NotifyRing's callbacks when the ring changed.
+func (p *Pool) install(ring ring, members []string) {
 	p.mu.Lock()
 	old := p.state.Load()
 	st := &poolState{
@@ -210,7 +225,6 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 		p.cfg.Logger.Info("transport: membership changed",
 			"members", len(members), "ring_version", st.versionHeader[0])
 	}
-	return nil
 }
 
 // checkVersion compares a peer's ring version (the X-Ringcache-Ring-Version

@@ -73,8 +73,9 @@ func (r *Registry) put(ctx context.Context, lease clientv3.LeaseID) error {
 }
 
 // claim reads the members, keeps this node's previous positions if no other member holds
-// any of them (so that a registration lost while etcd blinked comes back to the same arcs)
-// or asks the Placer for new ones, and puts its key with them if no member key was created,
+// any of them (those it claimed before, so that a registration lost while etcd blinked comes
+// back to the same arcs; or, in a new process, those its key still holds, so that a node that
+// crashed and restarted within its lease does too) or asks the Placer for new ones, and puts its key with them if no member key was created,
 // changed or put again since the read. It retries on a conflict until ctx ends.
 //
 // The comparison is on the ModRevision of every key under the prefix, so it catches what
@@ -91,16 +92,23 @@ func (r *Registry) claim(ctx context.Context, lease clientv3.LeaseID) error {
 			return err
 		}
 		ring := map[string][]uint32{}
+		var stored []uint32 // this node's, left by an earlier process whose lease still runs
 		for _, kv := range resp.Kvs {
 			c, ok := r.decodeChange(kv.Key, kv.Value, false)
-			if !ok || c.deleted || c.member.Leaving || c.id == r.cfg.NodeID {
-				continue
+			switch {
+			case !ok || c.deleted || c.member.Leaving:
+			case c.id == r.cfg.NodeID:
+				stored = c.member.Positions
+			default:
+				ring[c.id] = c.member.Positions
 			}
-			ring[c.id] = c.member.Positions
 		}
 		r.mu.Lock()
 		pos := r.claimed
 		r.mu.Unlock()
+		if len(pos) == 0 {
+			pos = stored
+		}
 		if len(pos) == 0 || holdsAny(ring, pos) {
 			if pos, err = r.place(ring); err != nil {
 				return err

@@ -348,6 +348,35 @@ func TestLeaveKeepsOthersPositions(t *testing.T) {
 	}
 }
 
+// TestRestartWithinLease: a node that crashed and comes back before its lease ran out finds
+// its key in etcd and keeps its positions, so its arcs come back unchanged.
+func TestRestartWithinLease(t *testing.T) {
+	t.Parallel()
+	te := startEtcd(t)
+	var nodes []*rangesNode
+	for _, id := range []string{"a", "b", "c"} { // b's arcs are cut by c: placing b anew differs
+		n, err := newRangesNode(t, te.endpoints(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	before := converged(t, urls("a", "b", "c"), nodes)
+	old := storedPositions(t, te.client(t))["b"]
+	nodes[1].r.crash()
+	again, err := newRangesNode(t, te.endpoints(), "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storedPositions(t, te.client(t))["b"]; !slices.Equal(got, old) {
+		t.Errorf("b restarted with positions %v, had %v", got, old)
+	}
+	nodes[1] = again
+	if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
+		t.Errorf("ring version %x after b's restart, want %x", v, before.Version())
+	}
+}
+
 // TestPlacementConfig: a Placer needs a RangesSetter and weight 1, and a Placer's bad
 // answer fails the registration instead of storing it.
 func TestPlacementConfig(t *testing.T) {

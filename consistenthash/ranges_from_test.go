@@ -145,4 +145,3 @@ func TestRangesArcs(t *testing.T) {
 		t.Errorf("one position: arcs %v, want the whole ring", a)
 	}
 }
-

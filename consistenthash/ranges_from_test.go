@@ -145,3 +145,25 @@ func TestRangesArcs(t *testing.T) {
 		t.Errorf("one position: arcs %v, want the whole ring", a)
 	}
 }
+
+// TestRangesJoinLeaveReversible: a node's cuts fall inside other members'
+// arcs and leave their positions alone, so a join followed by the same
+// node's leave restores the ring exactly, and the same join again takes the
+// same positions: a node that leaves and comes back to an unchanged cluster
+// gets its arcs back.
+func TestRangesJoinLeaveReversible(t *testing.T) {
+	t.Parallel()
+	r := NewRanges(16, XXHash)
+	joinAll(t, r, addrs(7)...)
+	v := r.Version()
+	joinAll(t, r, "x")
+	first, _ := r.Positions("x")
+	r.Leave("x")
+	if r.Version() != v {
+		t.Fatalf("join then leave: version %x, want %x", r.Version(), v)
+	}
+	joinAll(t, r, "x")
+	if again, _ := r.Positions("x"); !slices.Equal(again, first) {
+		t.Errorf("second join took %v, first %v", again, first)
+	}
+}

@@ -260,7 +260,7 @@ func TestStartTogetherBalanced(t *testing.T) {
 			if mm := maxOverMean(ring.Shares()); mm > 1.10 {
 				t.Errorf("%d nodes: max/mean %.4f > 1.10", n, mm)
 			} else {
-				t.Logf("%d nodes: max/mean %.4f", n, mm)
+				t.Logf("%d nodes: max/mean %.6f", n, mm)
 			}
 			if n != 3 {
 				return
@@ -275,7 +275,7 @@ func TestStartTogetherBalanced(t *testing.T) {
 			if mm := maxOverMean(ring.Shares()); mm > 1.10 {
 				t.Errorf("4 nodes: max/mean %.4f > 1.10", mm)
 			} else {
-				t.Logf("4 nodes: max/mean %.4f", mm)
+				t.Logf("4 nodes: max/mean %.6f", mm)
 			}
 		})
 	}

@@ -1,8 +1,10 @@
 // Package transport carries ringcache between nodes and to clients over HTTP.
 //
-// A Pool is a node's view of the cluster: a consistent-hash ring
-// (consistenthash.Map) of peer base URLs, held in an atomic.Pointer and
-// replaced whole by Pool.Set. It implements cache.PeerPicker, so a cache.Node
+// A Pool is a node's view of the cluster: a consistent-hash ring of peer
+// base URLs, held in an atomic.Pointer and replaced whole by Pool.Set or
+// SetWeighted (hashed replicas, consistenthash.Map) or by Pool.SetRanges
+// (explicit arcs whose positions the members store in etcd,
+// consistenthash.Ranges). It implements cache.PeerPicker, so a cache.Node
 // built with it asks a key's owner for missing keys. The peer client shares
 // one keep-alive http.Transport sized for concurrency. It tells a slow owner
 // from a silent one: an owner that is loading a key sends 102 Processing

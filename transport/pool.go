@@ -53,9 +53,36 @@ type versionPair struct{ ours, theirs uint64 }
 // may be logged again), so that a flapping membership cannot grow it forever.
 const maxSeenPairs = 1024
 
+// ring is what the Pool reads of its ring: a *consistenthash.Map (hashed
+// replicas, Set and SetWeighted) or a *consistenthash.Ranges (explicit arcs,
+// SetRanges).
+type ring interface {
+	Get(key string) string
+	GetN(key string, n int) []string
+	Nodes() []string
+	Version() uint64
+	Shares() map[string]float64
+}
+
+// ringWithout returns r without node, for the ring of the others that a
+// node that has just joined took its keys from.
+func ringWithout(r ring, node string) ring {
+	switch r := r.(type) {
+	case *consistenthash.Map:
+		c := r.Clone()
+		c.Remove(node)
+		return c
+	case *consistenthash.Ranges:
+		c := r.Clone()
+		c.Leave(node)
+		return c
+	}
+	return nil
+}
+
 // poolState is one membership: immutable once published.
 type poolState struct {
-	ring    *consistenthash.Map
+	ring    ring
 	members []string
 	peers   map[string]*peer // by base URL, self excluded
 	others  []cache.Peer     // the values of peers, in member order
@@ -66,7 +93,7 @@ type poolState struct {
 	// prev is the ring before the last change (for a node that has just
 	// joined, the ring of the others), nil if none: PreviousOwner reads it.
 	// gone holds the peers of prev that left with the change.
-	prev *consistenthash.Map
+	prev ring
 	gone map[string]*peer
 }
 
@@ -178,7 +205,13 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 			}
 		}
 	}
+	p.install(ring, members)
+	return nil
+}
 
+// install publishes a new ring with its sorted members, this node included,
+// and tells NotifyRing's callbacks when the ring changed.
+func (p *Pool) install(ring ring, members []string) {
 	p.mu.Lock()
 	old := p.state.Load()
 	st := &poolState{
@@ -208,8 +241,7 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 	case len(old.members) == 1 && len(members) > 1:
 		// This node has just joined: the keys it now owns were owned by
 		// the others, by the ring without it.
-		st.prev = ring.Clone()
-		st.prev.Remove(p.cfg.Self)
+		st.prev = ringWithout(ring, p.cfg.Self)
 	case old.ring.Version() != ring.Version():
 		st.prev = old.ring
 	default:
@@ -242,7 +274,6 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 		p.cfg.Logger.Info("transport: membership changed",
 			"members", len(members), "ring_version", st.versionHeader[0])
 	}
-	return nil
 }
 
 // checkVersion compares a peer's ring version (the X-Ringcache-Ring-Version

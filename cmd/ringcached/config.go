@@ -50,6 +50,8 @@ type Config struct {
 	Hash            string        // ring hash, by consistenthash.HashByName
 	Replicas        int           // ring points per node
 	Weight          int           // this node's points: Weight × Replicas
+	Placement       string        // "hashed" (replicas from names) or "ranges" (arcs in etcd)
+	Positions       int           // ranges: positions a joining node takes
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
@@ -77,6 +79,12 @@ type GroupSpec struct {
 	DemoLatency          time.Duration
 }
 
+// Ring placements.
+const (
+	placementHashed = "hashed"
+	placementRanges = "ranges"
+)
+
 // Origins a group can have.
 const (
 	originDemo = "demo"
@@ -102,6 +110,8 @@ func DefaultConfig() Config {
 		Hash:            "xxhash",
 		Replicas:        160,
 		Weight:          1,
+		Placement:       placementHashed,
+		Positions:       consistenthash.DefaultPositions,
 		ShutdownTimeout: 10 * time.Second,
 		PeerTimeout:     transport.DefaultPeerTimeout,
 		CopyLease:       transport.DefaultLeaseTTL,
@@ -157,6 +167,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
 	{name: "weight", def: "1", usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
+	{name: "placement", def: "hashed", usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
+		set: func(c *Config, v string) error { c.Placement = v; return nil }},
+	{name: "positions", def: "16", usage: "with -placement ranges: arcs a joining node takes",
+		set: func(c *Config, v string) error { return parseInt(&c.Positions, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
 	// A peer that sends nothing for this long is suspected and its keys are
@@ -520,6 +534,22 @@ func (c *Config) Validate() error {
 	}
 	if c.Weight != 1 && len(c.Etcd) == 0 {
 		return bad("weight", "needs -etcd: static members all weigh 1")
+	}
+	switch c.Placement {
+	case placementHashed:
+	case placementRanges:
+		// Positions live in etcd: without it nodes could not agree on them.
+		if len(c.Etcd) == 0 {
+			return bad("placement", "ranges needs -etcd: the positions are stored there")
+		}
+		if c.Weight != 1 {
+			return bad("weight", "%d with -placement ranges: every member takes an equal share", c.Weight)
+		}
+	default:
+		return bad("placement", "%q: want hashed or ranges", c.Placement)
+	}
+	if c.Positions < 1 || c.Positions > peers.MaxPositions {
+		return bad("positions", "%d: want 1 to %d", c.Positions, peers.MaxPositions)
 	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)

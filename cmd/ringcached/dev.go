@@ -27,6 +27,7 @@ type devConfig struct {
 	DemoSize    int
 	DemoLatency time.Duration
 	LogLevel    string
+	Placement   string // "" or hashed: hashed; ranges: explicit arcs in etcd
 }
 
 // devCluster is the running dev mode: an embedded etcd and the nodes
@@ -50,6 +51,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.IntVar(&dc.DemoSize, "demo-size", 64, "bytes per value of the demo group")
 	fs.DurationVar(&dc.DemoLatency, "demo-latency", 50*time.Millisecond, "sleep per demo origin load, so that a miss and a hit differ visibly")
 	fs.StringVar(&dc.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&dc.Placement, "placement", placementHashed, "ring placement: hashed or ranges")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,6 +109,9 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.LogLevel = dc.LogLevel
 		cfg.ShutdownTimeout = 5 * time.Second
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}
+		if dc.Placement != "" {
+			cfg.Placement = dc.Placement
+		}
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}

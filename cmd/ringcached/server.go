@@ -241,7 +241,9 @@ type poolSetter struct {
 
 var (
 	_ peers.WeightedSetter = poolSetter{}
+	_ peers.RangesSetter   = poolSetter{}
 	_ peers.WeightedSetter = (*transport.Pool)(nil) // a library user passes the Pool itself
+	_ peers.RangesSetter   = (*transport.Pool)(nil)
 )
 
 // Set replaces the ring's members (the Pool logs the change).
@@ -250,6 +252,11 @@ func (s poolSetter) Set(urls ...string) error { return s.applied(s.pool.Set(urls
 // SetWeighted replaces the ring's members and their weights.
 func (s poolSetter) SetWeighted(weights map[string]int) error {
 	return s.applied(s.pool.SetWeighted(weights))
+}
+
+// SetRanges replaces the ring's members and their explicit positions.
+func (s poolSetter) SetRanges(positions map[string][]uint32) error {
+	return s.applied(s.pool.SetRanges(positions))
 }
 
 func (s poolSetter) applied(err error) error {
@@ -290,6 +297,12 @@ func (n *node) join(ctx context.Context) error {
 	pc.Weight = n.cfg.Weight
 	pc.Logger = n.baseLog
 	pc.Setter = setter
+	if n.cfg.Placement == placementRanges {
+		positions := n.cfg.Positions
+		pc.Placer = peers.PlacerFunc(func(ring map[string][]uint32, node string) ([]uint32, error) {
+			return consistenthash.JoinPositions(positions, ring, node)
+		})
+	}
 	reg, err := peers.New(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
@@ -423,10 +436,14 @@ type ringInfo struct {
 	Version string             `json:"version"`
 	Members []string           `json:"members"`
 	Shares  map[string]float64 `json:"shares"`
-	Owner   string             `json:"owner,omitempty"`
-	Ready   bool               `json:"ready"`
-	Static  bool               `json:"static,omitempty"`
-	Etcd    *etcdInfo          `json:"etcd,omitempty"`
+	// Placement is hashed or ranges; Arcs, with ranges, lists each member's
+	// arcs [start, end) of the 2^32 hash space.
+	Placement string                          `json:"placement"`
+	Arcs      map[string][]consistenthash.Arc `json:"arcs,omitempty"`
+	Owner     string                          `json:"owner,omitempty"`
+	Ready     bool                            `json:"ready"`
+	Static    bool                            `json:"static,omitempty"`
+	Etcd      *etcdInfo                       `json:"etcd,omitempty"`
 }
 
 // etcdInfo is the registry's view of etcd in /debug/ring.
@@ -440,12 +457,14 @@ type etcdInfo struct {
 
 func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 	info := ringInfo{
-		Self:    n.self,
-		NodeID:  n.nodeID,
-		Version: fmt.Sprintf("%x", n.pool.Version()),
-		Members: n.pool.Members(),
-		Shares:  n.pool.Shares(),
-		Ready:   n.ready(),
+		Self:      n.self,
+		NodeID:    n.nodeID,
+		Version:   fmt.Sprintf("%x", n.pool.Version()),
+		Members:   n.pool.Members(),
+		Shares:    n.pool.Shares(),
+		Ready:     n.ready(),
+		Placement: n.cfg.Placement,
+		Arcs:      n.pool.Arcs(),
 	}
 	info.Static = n.reg == nil
 	if r.URL.Query().Has("key") {

@@ -58,7 +58,6 @@ const maxSeenPairs = 1024
 // SetRanges).
 type ring interface {
 	Get(key string) string
-	GetN(key string, n int) []string
 	Nodes() []string
 	Version() uint64
 	Shares() map[string]float64

@@ -14,7 +14,7 @@ import (
 func TestRunRingHashed(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"ring", "--nodes", "10", "--replicas", "160", "--hash", "xxhash", "--keys", "100000"}, &out)
+	err := run(t.Context(), []string{"ring", "--nodes", "10", "--replicas", "160", "--hash", "xxhash", "--keys", "100000"}, environ{Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRunErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			if err := run(t.Context(), tt.args, &out); !errors.Is(err, tt.want) {
+			if err := run(t.Context(), tt.args, environ{Stdout: &out}); !errors.Is(err, tt.want) {
 				t.Errorf("run(%q) = %v, want %v", tt.args, err, tt.want)
 			}
 		})
@@ -161,7 +161,7 @@ func TestRunHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := run(ctx, []string{"ring", "--keys", "1000000"}, &bytes.Buffer{})
+	err := run(ctx, []string{"ring", "--keys", "1000000"}, environ{Stdout: &bytes.Buffer{}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("run with a cancelled context = %v, want context.Canceled", err)
 	}
@@ -170,7 +170,7 @@ func TestRunHonoursContext(t *testing.T) {
 func TestRunSingleNode(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"ring", "--nodes", "1", "--keys", "1000"}, &out); err != nil {
+	if err := run(t.Context(), []string{"ring", "--nodes", "1", "--keys", "1000"}, environ{Stdout: &out}); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); strings.Contains(s, "leave") || !strings.Contains(s, "join   1 -> 2:") {

@@ -303,4 +303,3 @@ func TestToken(t *testing.T) {
 		t.Errorf("Authorization headers %q, want %q", seen, want)
 	}
 }
-

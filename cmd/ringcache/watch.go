@@ -214,8 +214,11 @@ func (d *display) show(s watchSample) error {
 			fmt.Fprintf(&b, "%s%-*s  %s\n", prefix, d.width, r.URL, r.Error)
 			return
 		}
-		line(prefix, r.URL, fmt.Sprintf("%.1f", r.ReqPerS), fmt.Sprintf("%.1f", r.PeerPerS),
-			fmt.Sprintf("%.1f%%", 100*r.HitRatio), fmt.Sprintf("%.1f", r.LoadsPerS),
+		hit := "-" // no gets: no ratio
+		if r.ReqPerS+r.PeerPerS > 0 {
+			hit = fmt.Sprintf("%.1f%%", 100*r.HitRatio)
+		}
+		line(prefix, r.URL, fmt.Sprintf("%.1f", r.ReqPerS), fmt.Sprintf("%.1f", r.PeerPerS), hit, fmt.Sprintf("%.1f", r.LoadsPerS),
 			fmt.Sprintf("%.1f", r.ErrorsPerS), strconv.FormatInt(r.Items, 10), bytesIEC(r.Bytes))
 	}
 	if d.terminal {

@@ -144,6 +144,9 @@ type clusterReport struct {
 	HotHits      int64   `json:"hot_hits"`
 	OriginLoads  int64   `json:"origin_loads"`
 	PeerLoads    int64   `json:"peer_loads"`
+	// PeerErrors are fetches from an owner that failed; each one was
+	// followed by a load from the origin on the asking node.
+	PeerErrors int64 `json:"peer_errors"`
 	// ClientHitRatio is 1 - origin loads / client gets: how many of the
 	// clients' requests the cluster served without asking the origin.
 	ClientHitRatio float64 `json:"client_hit_ratio"`
@@ -410,7 +413,7 @@ func clusterDelta(before, after []groupStats, errsBefore, errsAfter []error) clu
 	r.ClientGets, r.PeerGets = d.ClientGets(), d.PeerGets
 	r.MainHits, r.HotHits = d.MainHits, d.HotHits
 	r.HitRatio = ratio(d.MainHits+d.HotHits, d.Gets)
-	r.OriginLoads, r.PeerLoads = d.LocalLoads, d.PeerLoads
+	r.OriginLoads, r.PeerLoads, r.PeerErrors = d.LocalLoads, d.PeerLoads, d.PeerErrors
 	if r.ClientGets > 0 {
 		r.ClientHitRatio = 1 - ratio(r.OriginLoads, r.ClientGets)
 	}
@@ -475,6 +478,9 @@ func (r benchReport) text() string {
 		percent(c.MainHits, c.ClientGets+c.PeerGets), percent(c.HotHits, c.ClientGets+c.PeerGets))
 	fmt.Fprintf(&b, "  loads      %d from the origin (%s of client gets served without one), %d fetched from peers\n",
 		c.OriginLoads, percentF(c.ClientHitRatio, c.ClientGets > 0), c.PeerLoads)
+	if c.PeerErrors > 0 {
+		fmt.Fprintf(&b, "  peer errors %d fetches from owners failed (each asking node loaded from the origin instead)\n", c.PeerErrors)
+	}
 	return b.String()
 }
 

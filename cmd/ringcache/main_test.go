@@ -235,13 +235,19 @@ func cli(t *testing.T, stdin string, env []string, args ...string) result {
 
 func cliTerm(t *testing.T, terminal bool, stdin string, env []string, args ...string) result {
 	t.Helper()
+	return cliCtx(t, t.Context(), terminal, stdin, env, args...)
+}
+
+// cliCtx runs the tool until ctx ends, as Ctrl-C ends it.
+func cliCtx(t *testing.T, ctx context.Context, terminal bool, stdin string, env []string, args ...string) result {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	vars := map[string]string{}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	err := run(ctx, args, environ{
 		Getenv:     func(k string) string { return vars[k] },

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestWatchPlainLines(t *testing.T) {
@@ -90,6 +92,19 @@ func TestWatchJSONSeesLoad(t *testing.T) {
 	}
 	if peak < 50 {
 		t.Errorf("watch saw at most %.1f req/s while bench ran", peak)
+	}
+}
+
+func TestWatchCtrlC(t *testing.T) {
+	urls := devCluster(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	r := cliCtx(t, ctx, false, "", urlEnv(urls...), "watch", "-interval", "100ms")
+	if r.err != nil {
+		t.Fatalf("watch stopped by Ctrl-C: %v", r.err)
+	}
+	if n := strings.Count(r.stdout, "all nodes"); n < 1 || n > 10 {
+		t.Errorf("%d samples in 1s at 100ms:\n%s", n, r.stdout)
 	}
 }
 

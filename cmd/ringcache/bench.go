@@ -484,13 +484,6 @@ func (r benchReport) text() string {
 	return b.String()
 }
 
-func percentF(f float64, ok bool) string {
-	if !ok {
-		return "-"
-	}
-	return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
-}
-
 func usText(us float64) string { return since(time.Duration(us * 1e3)) }
 
 // progress writes the live progress line on stderr: redrawn in place on a

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -150,11 +149,4 @@ func validGroup(name string) bool {
 		}
 	}
 	return true
-}
-
-// writeOut writes s to w; a failed write to stdout is a failure of the
-// command (a closed pipe, a full disk).
-func writeOut(w io.Writer, s string) error {
-	_, err := io.WriteString(w, s)
-	return err
 }

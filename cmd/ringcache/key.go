@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 )
 
@@ -190,21 +188,4 @@ func write(ctx context.Context, cmd *command, env environ, mk func(base string) 
 		return c.failure(r, a)
 	}
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// since is a duration for humans: 1.2s, 340ms, 85µs.
-func since(d time.Duration) string {
-	switch {
-	case d >= time.Second:
-		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
-	case d >= time.Millisecond:
-		return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + "ms"
-	}
-	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + "µs"
 }

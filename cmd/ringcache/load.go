@@ -59,12 +59,12 @@ type worker struct {
 	urls   []url.URL // a private copy: the request points into it
 	node   int
 	req    *http.Request
-	path   []byte // scratch for the path
-	seed   []byte // scratch for the value seed
-	body   []byte // the PUT value, or the GET's read buffer
-	reader bytes.Reader
-	done   *padded // requests finished, for the progress line
-	fails  *padded // errors and wrong values, for the progress line
+	path   []byte        // scratch for the path
+	seed   []byte        // scratch for the value seed
+	body   []byte        // the PUT value, or the GET's read buffer
+	reader *bytes.Reader // over body, for a PUT
+	done   *padded       // requests finished, for the progress line
+	fails  *padded       // errors and wrong values, for the progress line
 	res    loadResult
 }
 
@@ -110,28 +110,47 @@ func (r *loadResult) merge(o *loadResult) {
 
 func newWorker(spec *loadSpec, id int, seed uint64, done, fails *padded) *worker {
 	w := &worker{spec: spec, rng: rand.New(rand.NewPCG(seed, uint64(id))),
-		urls: append([]url.URL(nil), spec.nodes...), node: id % len(spec.nodes), done: done, fails: fails}
-	method := http.MethodGet
-	if spec.put {
-		method = http.MethodPut
-		w.body = make([]byte, spec.valSize)
-	} else {
-		w.body = make([]byte, 0, max(spec.valSize, 4096))
+		node: id % len(spec.nodes), done: done, fails: fails}
+	if !spec.put {
+		w.body = make([]byte, 0, max(spec.valSize, 4096)) // renew makes a PUT's
 	}
-	// The request is reused: net/http allows it once the response body is
-	// closed, and each worker has its own.
-	w.req, _ = http.NewRequest(method, spec.nodes[0].String(), nil) // cannot fail: the URL parsed before
-	if spec.token != "" {
-		w.req.Header.Set("Authorization", "Bearer "+spec.token)
-	}
+	w.renew(context.Background())
 	return w
+}
+
+// renew gives the worker a request, URLs and body reader of its own. The
+// request is reused while requests succeed: net/http allows that once the
+// response body is closed. After an error there was no response, and the
+// transport may still be writing the request in another goroutine (after
+// a response-header timeout, say): the next request must not touch what
+// that one uses.
+func (w *worker) renew(ctx context.Context) {
+	s := w.spec
+	w.urls = append([]url.URL(nil), s.nodes...)
+	method := http.MethodGet
+	if s.put {
+		method = http.MethodPut
+	}
+	w.req, _ = http.NewRequestWithContext(ctx, method, s.nodes[0].String(), nil) // cannot fail: the URL parsed before
+	if s.token != "" {
+		w.req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	if s.put {
+		// The old request's body may be read still, too.
+		w.body = make([]byte, s.valSize)
+		w.reader = &bytes.Reader{}
+		body := w.body
+		// A replayable body lets the transport retry a PUT on a kept-alive
+		// connection that the server closed just before it was reused.
+		w.req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
 }
 
 // run sends requests until the phase ends: the duration is over, -n
 // requests were started, the keys of a PUT fill are done, or ctx ends.
 // keys, for a fill, are the indexes this worker PUTs.
 func (w *worker) run(ctx context.Context, keys []int) {
-	w.req = w.req.WithContext(ctx)
+	w.renew(ctx)
 	for i := 0; ; i++ {
 		var k int
 		switch {
@@ -174,7 +193,7 @@ func (w *worker) one(ctx context.Context, k int) bool {
 	if s.put {
 		w.fillValue(k)
 		w.reader.Reset(w.body)
-		w.req.Body = io.NopCloser(&w.reader)
+		w.req.Body = io.NopCloser(w.reader)
 		w.req.ContentLength = int64(len(w.body))
 	}
 	start := time.Now()
@@ -186,6 +205,7 @@ func (w *worker) one(ctx context.Context, k int) bool {
 		w.res.hist.record(time.Since(start))
 		w.res.transport++
 		w.noteError(u.Host, err)
+		w.renew(ctx)
 		return false
 	}
 	if !s.put {
@@ -202,6 +222,7 @@ func (w *worker) one(ctx context.Context, k int) bool {
 		}
 		w.res.transport++
 		w.noteError(u.Host, err)
+		w.renew(ctx)
 		return false
 	}
 	code := resp.StatusCode

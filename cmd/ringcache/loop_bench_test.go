@@ -40,7 +40,6 @@ func BenchmarkRequestLoop(b *testing.B) {
 			spec.demoLen.Store(-1)
 			defer spec.client.CloseIdleConnections()
 			w := newWorker(spec, 0, 1, &padded{}, &padded{})
-			w.req = w.req.WithContext(context.Background())
 			b.ReportAllocs()
 			for b.Loop() {
 				if !w.one(context.Background(), w.spec.keys.pick(w.rng)) {

@@ -341,10 +341,3 @@ func (r membersResult) text() string {
 	tw.Flush()
 	return b.String()
 }
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -108,26 +107,4 @@ func (r statsResult) text(withTotal bool) string {
 	}
 	tw.Flush()
 	return b.String()
-}
-
-// percent is n/d as a percentage, "-" when d is 0.
-func percent(n, d int64) string {
-	if d <= 0 {
-		return "-"
-	}
-	return strconv.FormatFloat(100*ratio(n, d), 'f', 1, 64) + "%"
-}
-
-// bytesIEC writes n with a binary unit: 512B, 3.2KiB, 64.0MiB.
-func bytesIEC(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + "B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + string("KMGTP"[exp]) + "iB"
 }

@@ -41,7 +41,7 @@ type benchConfig struct {
 }
 
 func parseBench(args []string, env environ) (benchConfig, error) {
-	cmd := newCommand("bench", "bench [flags]", env).withOutput().withGroup("demo", "the group to load")
+	cmd := newCommand("bench", "bench [flags]", env).withOutput().withGroup("demo", "the group to load").withAll()
 	var cfg benchConfig
 	fs := cmd.fs
 	fs.IntVar(&cfg.Keys, "keys", 10000, "distinct keys: <key-prefix>0 ... <key-prefix>N-1")
@@ -160,6 +160,9 @@ func runBench(ctx context.Context, args []string, env environ) error {
 	o := &cfg.opts
 	c := newClient(o)
 	defer c.close()
+	if o.All {
+		o.URLs = withMembers(ctx, c, o.URLs)
+	}
 
 	// Before any load: which nodes answer, and is the group a demo one?
 	before, scrapeErrs := scrapeAll(ctx, c, o.URLs, o.Group)

@@ -19,6 +19,7 @@ type options struct {
 	Output  string        // "text" or "json"
 	Timeout time.Duration // per request
 	Group   string        // the group of get, put, del and bench; a filter for stats and watch
+	All     bool          // also ask the ring's members that -url does not name
 }
 
 func (o *options) json() bool { return o.Output == "json" }
@@ -54,6 +55,12 @@ func newCommand(name, synopsis string, env environ) *command {
 // withOutput adds -o, for the commands that read.
 func (c *command) withOutput() *command {
 	c.fs.StringVar(&c.opts.Output, "o", "text", "output: text or json")
+	return c
+}
+
+// withAll adds -all, for the commands that ask every node.
+func (c *command) withAll() *command {
+	c.fs.BoolVar(&c.opts.All, "all", false, "also ask every ring member -url does not name, at its peer URL (works where nodes serve the public API there, as in ringcached dev)")
 	return c
 }
 

@@ -54,6 +54,31 @@ func views(ctx context.Context, c *client, urls []string, key *string) []view {
 	return out
 }
 
+// withMembers returns urls and, after them, every member of the rings of
+// the nodes in urls that none of those nodes is (by peer URL): with -all,
+// one URL is enough to see a whole cluster whose nodes serve the public
+// API on their peer URLs.
+func withMembers(ctx context.Context, c *client, urls []string) []string {
+	vs := answered(views(ctx, c, urls, nil))
+	seen := map[string]bool{}
+	for _, u := range urls {
+		seen[u] = true
+	}
+	for _, v := range vs {
+		seen[v.Info.Self] = true
+	}
+	out := slices.Clone(urls)
+	for _, v := range vs {
+		for _, m := range v.Info.Members {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
 // answered returns the views that have an answer.
 func answered(vs []view) []view {
 	return slices.DeleteFunc(slices.Clone(vs), func(v view) bool { return v.Err != nil })
@@ -247,13 +272,16 @@ type member struct {
 }
 
 func runMembers(ctx context.Context, args []string, env environ) error {
-	cmd := newCommand("members", "members [flags]", env).withOutput()
+	cmd := newCommand("members", "members [flags]", env).withOutput().withAll()
 	if _, err := cmd.parse(args, 0, 0); err != nil {
 		return err
 	}
 	o := &cmd.opts
 	c := newClient(o)
 	defer c.close()
+	if o.All {
+		o.URLs = withMembers(ctx, c, o.URLs)
+	}
 	vs := views(ctx, c, o.URLs, nil)
 	ok := answered(vs)
 	var errs []error

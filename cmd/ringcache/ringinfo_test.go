@@ -153,3 +153,29 @@ func TestMajority(t *testing.T) {
 		})
 	}
 }
+
+func TestAllFindsTheOtherMembers(t *testing.T) {
+	urls := devCluster(t)
+	for _, args := range [][]string{{"members"}, {"stats"}} {
+		r := cli(t, "", urlEnv(urls[1]), append(args, "-all", "-o", "json")...)
+		if r.err != nil {
+			t.Fatalf("%s -all: %v", args[0], r.err)
+		}
+		var got struct{ Nodes []struct{ URL string } }
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatal(err)
+		}
+		var asked []string
+		for _, n := range got.Nodes {
+			asked = append(asked, n.URL)
+		}
+		// The node named first, then the others from its ring.
+		if len(asked) != 3 || asked[0] != urls[1] || !slices.Contains(asked, urls[0]) || !slices.Contains(asked, urls[2]) {
+			t.Errorf("%s -all with %s asked %v", args[0], urls[1], asked)
+		}
+	}
+	r := cli(t, "", urlEnv(urls[0]), "bench", "-all", "-n", "30", "-q", "-o", "json")
+	if rep := benchJSON(t, r); r.err != nil || len(rep.Nodes) != 3 || rep.Cluster.NodesScraped != 3 {
+		t.Errorf("bench -all: %v, nodes %v, scraped %d", r.err, rep.Nodes, rep.Cluster.NodesScraped)
+	}
+}

@@ -24,13 +24,16 @@ type statsNode struct {
 }
 
 func runStats(ctx context.Context, args []string, env environ) error {
-	cmd := newCommand("stats", "stats [flags]", env).withOutput().withGroup("", "show only this group")
+	cmd := newCommand("stats", "stats [flags]", env).withOutput().withGroup("", "show only this group").withAll()
 	if _, err := cmd.parse(args, 0, 0); err != nil {
 		return err
 	}
 	o := &cmd.opts
 	c := newClient(o)
 	defer c.close()
+	if o.All {
+		o.URLs = withMembers(ctx, c, o.URLs)
+	}
 	stats := make([]nodeStats, len(o.URLs))
 	errs := each(o.URLs, func(i int, base string) error {
 		mfs, err := c.scrape(ctx, base)

@@ -39,7 +39,7 @@ type scraped struct {
 }
 
 func runWatch(ctx context.Context, args []string, env environ) error {
-	cmd := newCommand("watch", "watch [flags]", env).withOutput().withGroup("", "count only this group")
+	cmd := newCommand("watch", "watch [flags]", env).withOutput().withGroup("", "count only this group").withAll()
 	interval := cmd.fs.Duration("interval", time.Second, "time between samples")
 	count := cmd.fs.Int("count", 0, "stop after this many samples; 0: at Ctrl-C")
 	if _, err := cmd.parse(args, 0, 0); err != nil {
@@ -54,6 +54,9 @@ func runWatch(ctx context.Context, args []string, env environ) error {
 	o := &cmd.opts
 	c := newClient(o)
 	defer c.close()
+	if o.All {
+		o.URLs = withMembers(ctx, c, o.URLs)
+	}
 
 	sample := func() ([]scraped, []error) {
 		out := make([]scraped, len(o.URLs))

@@ -137,6 +137,9 @@ func runPut(ctx context.Context, args []string, env environ) error {
 	case len(pos) == 2:
 		value = []byte(pos[1])
 	case *file == "" || *file == "-":
+		if env.terminal(env.Stdin) {
+			fmt.Fprintln(env.Stderr, "ringcache: reading the value from the terminal; Ctrl-D ends it")
+		}
 		value, err = io.ReadAll(io.LimitReader(env.Stdin, maxBody+1))
 	default:
 		value, err = os.ReadFile(*file)

@@ -77,16 +77,16 @@ type environ struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
-	// IsTerminal reports whether w is a terminal. If nil, w is one when it
-	// is an *os.File on a character device.
-	IsTerminal func(w io.Writer) bool
+	// IsTerminal reports whether a stream is a terminal. If nil, one is
+	// when it is an *os.File on a character device.
+	IsTerminal func(stream any) bool
 }
 
-func (e environ) terminal(w io.Writer) bool {
+func (e environ) terminal(stream any) bool {
 	if e.IsTerminal != nil {
-		return e.IsTerminal(w)
+		return e.IsTerminal(stream)
 	}
-	f, ok := w.(*os.File)
+	f, ok := stream.(*os.File)
 	if !ok {
 		return false
 	}

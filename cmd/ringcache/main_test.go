@@ -254,7 +254,7 @@ func cliCtx(t *testing.T, ctx context.Context, terminal bool, stdin string, env 
 		Stdin:      strings.NewReader(stdin),
 		Stdout:     &stdout,
 		Stderr:     &stderr,
-		IsTerminal: func(io.Writer) bool { return terminal },
+		IsTerminal: func(stream any) bool { return terminal && isWriter(stream) },
 	})
 	return result{err: err, stdout: stdout.String(), stderr: stderr.String()}
 }
@@ -262,4 +262,10 @@ func cliCtx(t *testing.T, ctx context.Context, terminal bool, stdin string, env 
 // urlEnv is RINGCACHE_URL for urls.
 func urlEnv(urls ...string) []string {
 	return []string{"RINGCACHE_URL=" + strings.Join(urls, ",")}
+}
+
+// isWriter: the fake terminal is stdout and stderr; stdin is the test's.
+func isWriter(stream any) bool {
+	_, ok := stream.(io.Writer)
+	return ok
 }

@@ -119,10 +119,9 @@ type phaseReport struct {
 	Transport int64   `json:"transport"` // of which, no answer
 	Wrong     int64   `json:"wrong"`     // 200s whose body is not the key's value
 	// Other counts 200s with the key's other known value, counted as
-	// right: in put mode the demo origin's (the PUT value was evicted
-	// since, or the answer was a hot copy from before the fill: a PUT
-	// reaches other nodes' hot copies within the daemon's HotTTL, a
-	// minute); in a demo GET run, the value an earlier put-mode run stored.
+	// right: in put mode the demo origin's (the PUT value was evicted, or
+	// the key changed owner, since the fill); in a demo GET run, the value
+	// an earlier put-mode run stored.
 	Other    int64 `json:"other"`
 	Checked  int64 `json:"checked"`
 	BytesIn  int64 `json:"bytes_in"`
@@ -462,7 +461,7 @@ func (r benchReport) text() string {
 			b.WriteString("\n")
 		case "put":
 			if p.Checked > 0 {
-				fmt.Fprintf(&b, "  values     %d wrong of %d checked against the PUT values (%d were the demo origin's: evicted since, or an older hot copy)\n", p.Wrong, p.Checked, p.Other)
+				fmt.Fprintf(&b, "  values     %d wrong of %d checked against the PUT values (%d were the demo origin's: evicted or moved since the fill)\n", p.Wrong, p.Checked, p.Other)
 			}
 		default:
 			if name == "get" {

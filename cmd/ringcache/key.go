@@ -11,12 +11,24 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
-// hdrNotFound is the daemon's marker of a 404 for a key the origin does not
-// have (without it, a 404 means the group is unknown).
-const hdrNotFound = "X-Ringcache-Not-Found"
+// hdrUnreached names, on a write's 204, the nodes the owner could not tell
+// to drop their copy (the write was applied; their copies expired by lease).
+const hdrUnreached = "Ringcache-Unreached"
+
+// keyNotFound reports whether a 404 says the origin does not have the key,
+// as opposed to an unknown group: the public API tells them apart only by
+// the short text, "not found" for a key (an older daemon also set
+// X-Ringcache-Not-Found).
+func keyNotFound(a answer) bool {
+	if a.Status != http.StatusNotFound {
+		return false
+	}
+	return a.Header.Get("X-Ringcache-Not-Found") != "" || strings.TrimSpace(string(a.Body)) == "not found"
+}
 
 // firstAnswer sends the request made by mk to each node in turn until one
 // answers: a node that cannot be reached is reported on stderr and the next
@@ -74,7 +86,7 @@ func runGet(ctx context.Context, args []string, env environ) error {
 		return err
 	}
 	switch {
-	case a.Status == http.StatusNotFound && a.Header.Get(hdrNotFound) != "":
+	case keyNotFound(a):
 		return fmt.Errorf("%w: key %q in group %q", errNotFound, key, o.Group)
 	case a.Status != http.StatusOK:
 		return c.failure(r, a)
@@ -179,16 +191,48 @@ func runDel(ctx context.Context, args []string, env environ) error {
 }
 
 // write sends a PUT or DELETE to the first node that answers and expects
-// 204. It prints nothing on success.
+// 204. It prints nothing on success but a note naming the nodes the owner
+// could not reach. A 503 with Retry-After means the write reached a node
+// that no longer owns the key, during a membership change, and was not
+// applied: it is sent again after the pause the node asks for, a few times.
 func write(ctx context.Context, cmd *command, env environ, mk func(base string) request) error {
 	c := newClient(&cmd.opts)
 	defer c.close()
-	r, a, err := c.firstAnswer(ctx, cmd.opts.URLs, env.Stderr, mk)
+	for attempt := 1; ; attempt++ {
+		r, a, err := c.firstAnswer(ctx, cmd.opts.URLs, env.Stderr, mk)
+		if err != nil {
+			return err
+		}
+		switch {
+		case a.Status == http.StatusNoContent || a.Status == http.StatusOK:
+			if u := a.Header.Get(hdrUnreached); u != "" {
+				fmt.Fprintf(env.Stderr, "ringcache: written; the owner could not reach %s (their copies had expired)\n", u)
+			}
+			return nil
+		case a.Status == http.StatusServiceUnavailable && a.Header.Get("Retry-After") != "" && attempt < maxWriteAttempts:
+			pause := retryAfter(a.Header.Get("Retry-After"))
+			fmt.Fprintf(env.Stderr, "ringcache: %v; again in %v\n", c.failure(r, a), pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			}
+		default:
+			return c.failure(r, a)
+		}
+	}
+}
+
+// maxWriteAttempts bounds how often write tries while a key's owner changes.
+const maxWriteAttempts = 4
+
+// retryAfter reads a Retry-After in seconds, bounded to 1 to 5 seconds.
+func retryAfter(h string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(h))
 	if err != nil {
-		return err
+		n = 1
 	}
-	if a.Status != http.StatusNoContent && a.Status != http.StatusOK {
-		return c.failure(r, a)
-	}
-	return nil
+	return time.Duration(min(max(n, 1), 5)) * time.Second
 }

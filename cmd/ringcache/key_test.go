@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ringcache/ringcache/transport/origin"
 )
@@ -301,5 +303,54 @@ func TestToken(t *testing.T) {
 	want := []string{"", "Bearer s3cret", "Bearer s3cret", "Bearer wrong"}
 	if strings.Join(seen, "|") != strings.Join(want, "|") {
 		t.Errorf("Authorization headers %q, want %q", seen, want)
+	}
+}
+
+func TestWriteRetriesWhileTheOwnerChanges(t *testing.T) {
+	t.Parallel()
+	// A node that refuses the first write as the daemon does during a
+	// membership change, then applies it but cannot reach one node.
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "key owner is changing; retry", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Ringcache-Unreached", "http://10.0.0.9:8080")
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	start := time.Now()
+	r := cli(t, "", urlEnv(srv.URL), "put", "k", "v")
+	if r.err != nil || calls.Load() != 2 || time.Since(start) < time.Second {
+		t.Fatalf("put: %v after %d calls in %v", r.err, calls.Load(), time.Since(start))
+	}
+	if !strings.Contains(r.stderr, "key owner is changing; retry") || !strings.Contains(r.stderr, "could not reach http://10.0.0.9:8080") {
+		t.Errorf("stderr %q: want the retry and the unreached node", r.stderr)
+	}
+}
+
+func TestNotFoundTellsKeyFromGroup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		header string
+		body   string
+		want   bool
+	}{
+		{"key", "", "not found\n", true},
+		{"key, older daemon", "1", "not found\n", true},
+		{"group", "", "cache: no such group: \"x\"\n", false},
+		{"route", "", "404 page not found\n", false},
+	}
+	for _, tt := range tests {
+		a := answer{Status: http.StatusNotFound, Header: http.Header{}, Body: []byte(tt.body)}
+		if tt.header != "" {
+			a.Header.Set("X-Ringcache-Not-Found", tt.header)
+		}
+		if got := keyNotFound(a); got != tt.want {
+			t.Errorf("%s: keyNotFound = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -287,10 +287,10 @@ func (w *worker) checkValue(k int) bool {
 		if len(w.body) == s.valSize && matches(w.body, w.seed) {
 			return true
 		}
-		// The demo origin's value: evicted since the fill and loaded
-		// again, or a hot copy on a non-owner from before the fill (a Set
-		// reaches those within the daemon's HotTTL). Not the value we PUT,
-		// but not a wrong one.
+		// The demo origin's value: a PUT lives only in its owner's
+		// memory, and an eviction or a change of owner since the fill
+		// brings the origin's value back. Not the value we PUT, but not a
+		// wrong one.
 		if s.demo && len(w.body) > 0 && w.isDemoValue(k) {
 			w.res.other++
 			return true

@@ -298,11 +298,15 @@ func (w *worker) checkValue(k int) bool {
 	case checkDemo:
 		w.res.checked++
 		n := int64(len(w.body))
-		// Every demo value of a group has the group's size: the first
-		// body sets it, and a shorter or longer one later is wrong.
-		s.demoLen.CompareAndSwap(-1, n)
-		if n > 0 && n == s.demoLen.Load() && w.isDemoValue(k) {
-			return true
+		if n > 0 && w.isDemoValue(k) {
+			// Every demo value of a group has the group's size: the first
+			// one sets it, and a shorter (cut) or longer one is wrong. Only
+			// a demo value may set it: the first body can be another one.
+			s.demoLen.CompareAndSwap(-1, n)
+			if n == s.demoLen.Load() {
+				return true
+			}
+			break
 		}
 		// A value an earlier "bench -value-size" PUT: right for the key,
 		// though not the origin's.

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ type benchConfig struct {
 	KeyPrefix   string
 	Seed        uint64
 	Quiet       bool
+	Procs       int // GOMAXPROCS while bench runs; 0: Go's default
 }
 
 func parseBench(args []string, env environ) (benchConfig, error) {
@@ -53,6 +55,7 @@ func parseBench(args []string, env environ) (benchConfig, error) {
 	fs.StringVar(&cfg.KeyPrefix, "key-prefix", "bench-", "prefix of every key; letters, digits and -._~")
 	seed := fs.Uint64("seed", 1, "seed of the key sequence, for repeatable runs")
 	fs.BoolVar(&cfg.Quiet, "q", false, "no progress line on stderr")
+	fs.IntVar(&cfg.Procs, "procs", 0, "cores bench itself may use; 1 leaves the others to nodes on the same machine; 0: all")
 	if _, err := cmd.parse(args, 0, 0); err != nil {
 		return cfg, err
 	}
@@ -74,6 +77,8 @@ func parseBench(args []string, env environ) (benchConfig, error) {
 		return cfg, fmt.Errorf("%w: bench: -n %d: must not be negative", errUsage, cfg.Requests)
 	case cfg.Requests == 0 && cfg.Duration <= 0:
 		return cfg, fmt.Errorf("%w: bench: -d %v: must be positive", errUsage, cfg.Duration)
+	case cfg.Procs < 0 || cfg.Procs > 1024:
+		return cfg, fmt.Errorf("%w: bench: -procs %d: want 0 (all cores) to 1024", errUsage, cfg.Procs)
 	case !unreserved(cfg.KeyPrefix):
 		return cfg, fmt.Errorf("%w: bench: -key-prefix %q: want letters, digits and -._~", errUsage, cfg.KeyPrefix)
 	}
@@ -99,6 +104,7 @@ type benchReport struct {
 	Keys        int           `json:"keys"`
 	Zipf        float64       `json:"zipf"` // 0: uniform
 	Concurrency int           `json:"concurrency"`
+	Procs       int           `json:"procs"` // GOMAXPROCS during the run
 	Check       string        `json:"check"` // what bodies were compared with: demo, put, none
 	Fill        *phaseReport  `json:"fill,omitempty"`
 	Get         phaseReport   `json:"get"`
@@ -126,6 +132,10 @@ type phaseReport struct {
 	Checked  int64 `json:"checked"`
 	BytesIn  int64 `json:"bytes_in"`
 	BytesOut int64 `json:"bytes_out"`
+	// ClientCPUs is the CPU time bench's own process used in the phase
+	// (0 where it is not measured): next to Seconds × cores, it says
+	// whether bench itself was the limit.
+	ClientCPUs float64 `json:"client_cpu_s"`
 	// Status counts the answers by status code.
 	Status map[string]int64 `json:"status"`
 	// Reasons counts the requests without an answer by node and reason.
@@ -157,6 +167,9 @@ func runBench(ctx context.Context, args []string, env environ) error {
 		return err
 	}
 	o := &cfg.opts
+	if cfg.Procs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(cfg.Procs))
+	}
 	c := newClient(o)
 	defer c.close()
 	if o.All {
@@ -183,7 +196,7 @@ func runBench(ctx context.Context, args []string, env environ) error {
 		return err
 	}
 	defer spec.client.CloseIdleConnections()
-	rep := benchReport{Group: o.Group, Nodes: o.URLs, Keys: cfg.Keys, Zipf: cfg.Zipf, Concurrency: cfg.Concurrency}
+	rep := benchReport{Group: o.Group, Nodes: o.URLs, Keys: cfg.Keys, Zipf: cfg.Zipf, Concurrency: cfg.Concurrency, Procs: runtime.GOMAXPROCS(0)}
 	rep.Check = map[checkMode]string{checkNone: "none", checkDemo: "demo", checkBench: "put"}[spec.check]
 
 	prog := progress{w: env.Stderr, terminal: env.terminal(env.Stderr), quiet: cfg.Quiet}
@@ -309,6 +322,7 @@ func runPhase(ctx context.Context, spec *loadSpec, cfg benchConfig, prog *progre
 		t := time.AfterFunc(cfg.Duration, func() { spec.stop.Store(true) })
 		defer t.Stop()
 	}
+	cpu0, cpuOK := processCPU()
 	stopProgress := prog.start(name, start, done, fails)
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -322,8 +336,12 @@ func runPhase(ctx context.Context, spec *loadSpec, cfg benchConfig, prog *progre
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	stopProgress()
 	var total loadResult
+	if cpuOK {
+		total.cpu = cpu1 - cpu0
+	}
 	for _, w := range workers {
 		total.merge(&w.res)
 	}
@@ -337,6 +355,7 @@ func (r *loadResult) report(elapsed time.Duration) phaseReport {
 		P50us: us(r.hist.quantile(.5)), P90us: us(r.hist.quantile(.9)), P99us: us(r.hist.quantile(.99)), MaxUs: us(r.hist.max),
 		Transport: r.transport, Wrong: r.wrong, Other: r.other, Checked: r.checked,
 		BytesIn: r.bytesIn, BytesOut: r.bytesOut, Status: map[string]int64{}, Reasons: r.errs,
+		ClientCPUs: r.cpu.Seconds(),
 	}
 	if p.Seconds > 0 {
 		p.ReqPerS = float64(p.Requests) / p.Seconds
@@ -452,6 +471,10 @@ func (r benchReport) text() string {
 			fmt.Fprintf(&b, "  status     %s\n", strings.Join(st, ", "))
 		}
 		fmt.Fprintf(&b, "  bytes      read %s, sent %s\n", bytesIEC(p.BytesIn), bytesIEC(p.BytesOut))
+		if p.ClientCPUs > 0 && p.Requests > 0 {
+			fmt.Fprintf(&b, "  bench cpu  %.2fs over %.2fs on up to %d cores (%s per request)\n",
+				p.ClientCPUs, p.Seconds, r.Procs, since(time.Duration(p.ClientCPUs*1e9/float64(p.Requests))))
+		}
 		switch r.Check {
 		case "demo":
 			fmt.Fprintf(&b, "  values     %d wrong of %d checked against the demo origin", p.Wrong, p.Checked)

@@ -34,7 +34,7 @@ func TestBenchDemoGet(t *testing.T) {
 	if g.Requests != 600 || g.Status["200"] != 600 || g.Errors != 0 || g.Wrong != 0 || g.Checked != 600 || rep.Check != "demo" {
 		t.Errorf("get phase %+v, check %q", g, rep.Check)
 	}
-	if g.BytesIn != 600*64 || g.ReqPerS <= 0 || !(0 < g.P50us && g.P50us <= g.P90us && g.P90us <= g.P99us && g.P99us <= g.MaxUs) {
+	if g.BytesIn != 600*64 || g.ReqPerS <= 0 || g.ClientCPUs <= 0 || rep.Procs < 1 || !(0 < g.P50us && g.P50us <= g.P90us && g.P90us <= g.P99us && g.P99us <= g.MaxUs) {
 		t.Errorf("bytes %d, rate %v, latency p50 %v p90 %v p99 %v max %v", g.BytesIn, g.ReqPerS, g.P50us, g.P90us, g.P99us, g.MaxUs)
 	}
 	// The keys were new: each is loaded from the origin once, by its
@@ -118,7 +118,7 @@ func TestBenchFirstBodyIsAnEarlierPut(t *testing.T) {
 func TestBenchDuration(t *testing.T) {
 	urls := devCluster(t)
 	start := time.Now()
-	r := cli(t, "", urlEnv(urls...), "bench", "-d", "400ms", "-c", "4", "-keys", "1000", "-zipf", "1.2")
+	r := cli(t, "", urlEnv(urls...), "bench", "-d", "400ms", "-c", "4", "-keys", "1000", "-zipf", "1.2", "-procs", "1")
 	if r.err != nil {
 		t.Fatalf("bench: %v", r.err)
 	}
@@ -126,7 +126,7 @@ func TestBenchDuration(t *testing.T) {
 		t.Errorf("bench -d 400ms returned after %v", el)
 	}
 	for _, want := range []string{"bench: group demo on 3 nodes, 1000 keys (zipf 1.2), GET, 4 concurrent",
-		"req/s", "p50 ", "p90 ", "p99 ", "max ", "status     200: ", "0 wrong of", "hit ratio", "from the origin"} {
+		"req/s", "p50 ", "p90 ", "p99 ", "max ", "status     200: ", "0 wrong of", "hit ratio", "from the origin", "on up to 1 cores"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, r.stdout)
 		}
@@ -253,6 +253,7 @@ func TestBadArguments(t *testing.T) {
 		{"bench negative n", []string{"bench", "-n", "-5"}},
 		{"bench huge value", []string{"bench", "-value-size", "100000000"}},
 		{"bench key prefix to escape", []string{"bench", "-key-prefix", "a/b"}},
+		{"bench negative procs", []string{"bench", "-procs", "-1"}},
 		{"ring bad hash", []string{"ring", "-hash", "sha1"}},
 	}
 	closed := closedURL(t)

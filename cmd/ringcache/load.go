@@ -71,13 +71,14 @@ type worker struct {
 // loadResult is what one worker, or the sum of them, measured.
 type loadResult struct {
 	hist      histogram
-	status    [600]int64 // by status code; other codes count in 0
-	transport int64      // requests that got no answer
-	wrong     int64      // bodies that are not the key's value
-	other     int64      // bodies with the key's other known value (see phaseReport.Other)
-	checked   int64      // bodies compared with their expected value
-	bytesIn   int64      // body bytes read
-	bytesOut  int64      // body bytes sent
+	status    [600]int64    // by status code; other codes count in 0
+	transport int64         // requests that got no answer
+	wrong     int64         // bodies that are not the key's value
+	other     int64         // bodies with the key's other known value (see phaseReport.Other)
+	checked   int64         // bodies compared with their expected value
+	bytesIn   int64         // body bytes read
+	bytesOut  int64         // body bytes sent
+	cpu       time.Duration // the process's CPU time over the phase (set on the sum)
 	errs      map[string]int64
 }
 

@@ -23,9 +23,18 @@ type Value struct {
 	// serving it (zero: never): the transport passes it on, so that a copy
 	// kept by another node never outlives the owner's.
 	Expires time.Time
+	// StaleWhileRevalidate and StaleIfError, from a Getter, override the
+	// group's windows for this value (RFC 5861; an HTTP origin takes them
+	// from its upstream's Cache-Control). Zero: the group's.
+	StaleWhileRevalidate, StaleIfError time.Duration
+	// Age, with Stale, is how long ago the value was loaded or written.
+	Age time.Duration
 	// NoStore asks the group to return the value without caching it
 	// (an origin's "Cache-Control: no-store").
 	NoStore bool
+	// Stale, in a Value returned by Get or GetLocal, says that it is past
+	// its expiry, served within a stale window.
+	Stale bool
 }
 
 // A Getter loads a key from the origin. It returns ErrNotFound (possibly
@@ -200,6 +209,16 @@ type GroupConfig struct {
 	// FallbackTTL as well. Such copies are dropped as soon as the owner is
 	// in contact again.
 	FallbackTTL time.Duration
+	// StaleWhileRevalidate is how long past its expiry a value this node
+	// owns is still served while one background load, at the owner, brings
+	// a fresh one (RFC 5861's stale-while-revalidate): callers never wait
+	// for the refresh. If zero, an expired value is not served.
+	StaleWhileRevalidate time.Duration
+	// StaleIfError is how long past its expiry a value is served instead of
+	// an error when the origin fails or times out (RFC 5861's
+	// stale-if-error). If zero, the error is returned.
+	StaleIfError time.Duration
+
 	// ErrorTTL is how long a failed origin load (an error other than
 	// ErrNotFound, a value over MaxValueBytes included) is remembered: the
 	// callers in between get the same error, so that a failing origin sees

@@ -43,6 +43,7 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	}{
 		{"TTL", c.TTL}, {"NotFoundTTL", c.NotFoundTTL}, {"LoadTimeout", c.LoadTimeout},
 		{"FallbackTTL", c.FallbackTTL}, {"HotWindow", c.HotWindow}, {"HotTTL", c.HotTTL},
+		{"StaleWhileRevalidate", c.StaleWhileRevalidate}, {"StaleIfError", c.StaleIfError},
 	} {
 		if d.v < 0 {
 			return bad("%s %v must be >= 0", d.name, d.v)

@@ -50,10 +50,14 @@ type Group struct {
 	handoffMu    sync.Mutex   // serializes ring changes and the window's end
 	handoffUntil atomic.Int64 // Unix nanoseconds; 0: no window
 	handoffTimer *time.Timer  // guarded by handoffMu
-	// snap holds the write epochs as they were at the last ring change: a
-	// key whose stripe moved since was written at its new owner, and no
-	// value from before may be taken over for it.
-	snap [epochStripes]atomic.Uint64
+	// written holds the keys written (or dropped) here since the last ring
+	// change: no value from before the change may be taken over for them.
+	// Past maxWritten keys it gives up, and snap decides instead: the write
+	// epochs as they were at the change, so that a key whose stripe moved
+	// since counts as written.
+	writtenMu sync.Mutex
+	written   map[string]struct{} // guarded by writtenMu; nil: overflowed
+	snap      [epochStripes]atomic.Uint64
 
 	failed failures // origin loads that just failed
 
@@ -78,6 +82,9 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}
+	g.main.staleGrace = max(cfg.StaleWhileRevalidate, cfg.StaleIfError)
+	g.handoff.staleGrace = g.main.staleGrace
+	g.written = map[string]struct{}{}
 	onPanic := func(key string, r any, stack []byte) {
 		g.log.Error("cache: load panicked", "key", key, "panic", r, "stack", string(stack))
 	}
@@ -121,16 +128,7 @@ func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 		return g.result(Value{}, ErrBadKey)
 	}
 	owner, remote := g.pick(key)
-	if v, err, ok := g.lookup(key, remote, true); ok {
-		return v, err
-	}
-	if err := ctx.Err(); err != nil {
-		return g.result(Value{}, err)
-	}
-	if remote {
-		return g.result(g.fetch(ctx, key, owner))
-	}
-	return g.result(g.load(ctx, key, nil))
+	return g.result(g.serve(ctx, key, owner, remote, nil))
 }
 
 // GetLocal is Get without asking any peer: the transport calls it for a
@@ -151,17 +149,84 @@ func (g *Group) GetLocal(ctx context.Context, key string, interval time.Duration
 		return g.result(Value{}, ErrBadKey)
 	}
 	_, remote := g.pick(key)
-	if v, err, ok := g.lookup(key, remote, true); ok {
-		return v, err
+	var hb *heartbeat
+	if beat != nil {
+		hb = &heartbeat{interval: interval, beat: beat}
+	}
+	return g.result(g.serve(ctx, key, nil, remote, hb))
+}
+
+// serve is Get and GetLocal after the key's owner is known: owner is nil
+// for GetLocal, which loads rather than asks the owner. A value past its
+// expiry is served within its stale windows: within stale-while-revalidate
+// at once, while one background load refreshes it; within stale-if-error
+// only when the load fails.
+func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
+	now := time.Now()
+	e, ok := g.look(key, remote)
+	var stale *entry
+	if ok {
+		if e.v.Expires.IsZero() || now.Before(e.v.Expires) {
+			return g.hit(e, remote)
+		}
+		stale = &e
+		if now.Before(e.v.Expires.Add(g.swr(e.v))) {
+			g.revalidate(key)
+			g.st.staleServed.Add(1)
+			return staleValue(e, now), nil
+		}
 	}
 	if err := ctx.Err(); err != nil {
-		return g.result(Value{}, err)
+		return Value{}, err
 	}
-	var b *heartbeat
-	if beat != nil {
-		b = &heartbeat{interval: interval, beat: beat}
+	var v Value
+	var err error
+	if remote && owner != nil {
+		v, err = g.fetch(ctx, key, owner)
+	} else {
+		v, err = g.load(ctx, key, hb)
 	}
-	return g.result(g.load(ctx, key, b))
+	if err != nil && stale != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) &&
+		time.Now().Before(stale.v.Expires.Add(g.sie(stale.v))) {
+		g.st.staleServed.Add(1)
+		return staleValue(*stale, time.Now()), nil
+	}
+	return v, err
+}
+
+// swr and sie return a value's stale windows: its own, else the group's.
+func (g *Group) swr(v Value) time.Duration {
+	if v.StaleWhileRevalidate > 0 {
+		return v.StaleWhileRevalidate
+	}
+	return g.cfg.StaleWhileRevalidate
+}
+
+func (g *Group) sie(v Value) time.Duration {
+	if v.StaleIfError > 0 {
+		return v.StaleIfError
+	}
+	return g.cfg.StaleIfError
+}
+
+// staleValue returns e's value marked stale, with its age at now.
+func staleValue(e entry, now time.Time) Value {
+	v := e.v
+	v.Stale = true
+	if e.loaded != 0 {
+		v.Age = now.Sub(time.Unix(0, e.loaded))
+	}
+	return v
+}
+
+// revalidate starts a background load of key unless one runs: the caller
+// has been served a stale value and does not wait for it.
+func (g *Group) revalidate(key string) {
+	// A ctx that can end makes the flight run the load on its own
+	// goroutine; the load itself runs detached from it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 }
 
 // Set writes v as key's value at key's owner (this node or a peer), which
@@ -214,7 +279,7 @@ func (g *Group) SetLocal(ctx context.Context, key string, v Value) (WriteResult,
 		v.Expires = now.Add(g.cfg.TTL)
 	}
 	if g.storable(v, now) {
-		if !g.main.add(key, entry{v: v, size: entrySize(key, v), stamp: term}, gd) {
+		if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
 			return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
 		}
 	}
@@ -295,6 +360,7 @@ func (g *Group) term() (uint64, bool) {
 // and drops its entries, in that order (see lru.add for why the order makes
 // a racing load harmless).
 func (g *Group) invalidate(key string) {
+	g.noteWrite(key)
 	g.epoch(key).Add(1)
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
@@ -318,9 +384,12 @@ func (g *Group) ringChanged() {
 	g.handoffMu.Lock()
 	defer g.handoffMu.Unlock()
 	g.ring.Add(1)
+	g.writtenMu.Lock()
 	for i := range g.epochs {
 		g.snap[i].Store(g.epochs[i].Load())
 	}
+	g.written = map[string]struct{}{}
+	g.writtenMu.Unlock()
 	remote := func(key string) bool { _, r := g.pick(key); return r }
 	moved := g.main.takeIf(remote)
 	g.hot.removeIf(func(key string) bool { return !remote(key) })
@@ -365,8 +434,31 @@ func (g *Group) inHandoff() bool {
 // been applied here since the last ring change, so that a value from before
 // the change may still be taken over for it.
 func (g *Group) unwrittenSinceRingChange(key string) bool {
+	g.writtenMu.Lock()
+	defer g.writtenMu.Unlock()
+	if g.written != nil {
+		_, w := g.written[key]
+		return !w
+	}
 	i := maphash.String(g.seed, key) % epochStripes
 	return g.epochs[i].Load() == g.snap[i].Load()
+}
+
+// maxWritten bounds the keys a group remembers as written since the last
+// ring change; past it, whole epoch stripes count as written.
+const maxWritten = 1 << 16
+
+// noteWrite records that key was written or dropped here.
+func (g *Group) noteWrite(key string) {
+	g.writtenMu.Lock()
+	if g.written != nil {
+		if len(g.written) >= maxWritten {
+			g.written = nil
+		} else {
+			g.written[key] = struct{}{}
+		}
+	}
+	g.writtenMu.Unlock()
 }
 
 // Handoff returns this node's value of key for a node that took over key
@@ -376,7 +468,7 @@ func (g *Group) unwrittenSinceRingChange(key string) bool {
 // peer.
 func (g *Group) Handoff(key string) (Value, bool) {
 	if _, remote := g.pick(key); !remote {
-		v, err, ok := g.lookup(key, false, false)
+		v, err, ok := g.lookup(key, false)
 		return v, ok && err == nil
 	}
 	if !g.inHandoff() {
@@ -405,7 +497,7 @@ func (g *Group) Adopt(key string, v Value) bool {
 	}
 	i := maphash.String(g.seed, key) % epochStripes
 	gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: g.ring.Load()}
-	if g.main.addIfAbsent(key, entry{v: v, size: entrySize(key, v), stamp: term}, gd) {
+	if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
 		g.st.handoffsTaken.Add(1)
 		return true
 	}
@@ -490,42 +582,56 @@ func (g *Group) checkSet(key string, v Value) error {
 	return nil
 }
 
-// lookup serves key from the main cache if this node owns it (remote is
-// false), else from the hot cache; ok is false on a miss. An entry is served
-// only while what it was stored under still holds: the node's tenure for a
-// main entry, the owner's contact lease for a hot copy. count says whether
-// the hit is a caller's (counted in Stats) or the second look inside a
-// flight (not counted).
-func (g *Group) lookup(key string, remote, count bool) (v Value, err error, ok bool) {
-	var e entry
-	hits := &g.st.mainHits
+// look returns key's entry from the main cache if this node owns it (remote
+// is false), else from the hot cache; ok is false on a miss. An entry is
+// returned only while what it was stored under still holds: the node's
+// tenure for a main entry, the owner's contact lease for a hot copy. It may
+// be past its expiry, within its grace (stale).
+func (g *Group) look(key string, remote bool) (e entry, ok bool) {
 	if !remote {
 		if e, ok = g.main.get(key); !ok {
-			return Value{}, nil, false
+			return entry{}, false
 		}
 		if term, held := g.term(); !held || e.stamp != term {
-			return Value{}, nil, false
+			return entry{}, false
 		}
+		return e, true
+	}
+	if e, ok = g.hot.get(key); !ok {
+		return entry{}, false
+	}
+	if e.src != nil {
+		epoch, leased := e.src.Contact()
+		if epoch != e.stamp || !leased && !e.fallback {
+			return entry{}, false
+		}
+	}
+	return e, true
+}
+
+// hit counts a caller's hit of e and returns what it holds.
+func (g *Group) hit(e entry, remote bool) (Value, error) {
+	if e.notFound {
+		return Value{}, ErrNotFound // result counts it
+	}
+	if remote {
+		g.st.hotHits.Add(1)
 	} else {
-		if e, ok = g.hot.get(key); !ok {
-			return Value{}, nil, false
-		}
-		if e.src != nil {
-			epoch, leased := e.src.Contact()
-			if epoch != e.stamp || !leased && !e.fallback {
-				return Value{}, nil, false
-			}
-		}
-		hits = &g.st.hotHits
+		g.st.mainHits.Add(1)
+	}
+	return e.v, nil
+}
+
+// lookup returns key's fresh value as look finds it, without counting: the
+// second look inside a flight, and hand-offs. ok is false on a miss and for
+// a stale entry.
+func (g *Group) lookup(key string, remote bool) (v Value, err error, ok bool) {
+	e, ok := g.look(key, remote)
+	if !ok || !e.v.Expires.IsZero() && !time.Now().Before(e.v.Expires) {
+		return Value{}, nil, false
 	}
 	if e.notFound {
-		if count {
-			g.st.notFounds.Add(1)
-		}
 		return Value{}, ErrNotFound, true
-	}
-	if count {
-		hits.Add(1)
 	}
 	return e.v, nil, true
 }
@@ -601,7 +707,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	owner, remote := g.pick(key)
 	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,
 	// 2: starts a flight, finds 1's value here instead of loading again.
-	if v, err, ok := g.lookup(key, remote, false); ok {
+	if v, err, ok := g.lookup(key, remote); ok {
 		return v, err
 	}
 	if err, ok := g.failed.get(key, time.Now()); ok {
@@ -625,7 +731,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		if v, ok := g.pull(ctx, key); ok {
 			now := time.Now()
 			if g.storable(v, now) {
-				stored.v, stored.size = v, entrySize(key, v)
+				stored = g.mainEntry(key, v, stored.stamp, now)
 				dest.add(key, stored, gd)
 			}
 			return v, nil
@@ -668,7 +774,11 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		v.Expires = earliest(v.Expires, now.Add(g.cfg.FallbackTTL))
 	}
 	if held && g.storable(v, now) {
-		stored.v, stored.size = v, entrySize(key, v)
+		if remote {
+			stored.v, stored.size = v, entrySize(key, v)
+		} else {
+			stored = g.mainEntry(key, v, stored.stamp, now)
+		}
 		dest.add(key, stored, gd)
 	}
 	return v, nil
@@ -689,7 +799,7 @@ func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error)
 // key locally if the peer cannot answer.
 func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
 	gd := g.loadGuard(key)
-	if v, err, ok := g.lookup(key, true, false); ok {
+	if v, err, ok := g.lookup(key, true); ok {
 		return v, err
 	}
 	// The owner's load may take up to LoadTimeout; the peer client ends the
@@ -740,6 +850,12 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 	<-c.done
 	return c.val, c.err
+}
+
+// mainEntry returns the main-cache entry of v for key, stored at now under
+// term.
+func (g *Group) mainEntry(key string, v Value, term uint64, now time.Time) entry {
+	return entry{v: v, size: entrySize(key, v), stamp: term, loaded: now.UnixNano()}
 }
 
 // storable reports whether v may be cached at now: not NoStore, not too

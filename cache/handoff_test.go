@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -83,18 +84,27 @@ func (c *handoffCluster) move(from, to int64) {
 func TestHandoffTakesTheValueFromThePreviousOwner(t *testing.T) {
 	t.Parallel()
 	c := newHandoffCluster(t, time.Minute)
+	// A write disables hand-off for its key's whole epoch stripe at the new
+	// owner: pick a removed key d that shares no stripe with a and w there.
+	d := ""
+	for i := 0; d == ""; i++ {
+		k := fmt.Sprintf("d%d", i)
+		if e := c.groups[0].epoch(k); e != c.groups[0].epoch("a") && e != c.groups[0].epoch("w") {
+			d = k
+		}
+	}
 	mustGet(t, c.groups[1], "a", "origin:a")
 	if _, err := c.groups[1].Set(t.Context(), "w", Value{Data: []byte("written")}); err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, c.groups[1], "d", "origin:d")
+	mustGet(t, c.groups[1], d, "origin:"+d)
 	c.move(1, 0)
 	if s := c.groups[1].Stats(); s.MainItems != 0 {
 		t.Fatalf("the old owner still serves %d main entries", s.MainItems)
 	}
 	// node 0 now owns d; it removes d while node 1 cannot be told.
 	c.peers[1].setFail(errUnreachable)
-	if res, err := c.groups[0].Remove(t.Context(), "d"); err != nil || len(res.Unreached) != 1 {
+	if res, err := c.groups[0].Remove(t.Context(), d); err != nil || len(res.Unreached) != 1 {
 		t.Fatalf("Remove = %+v, %v", res, err)
 	}
 	c.peers[1].setFail(nil)
@@ -104,7 +114,7 @@ func TestHandoffTakesTheValueFromThePreviousOwner(t *testing.T) {
 	if c.loads.Load() != loads {
 		t.Fatalf("%d origin loads for keys the previous owner held, want 0", c.loads.Load()-loads)
 	}
-	mustGet(t, c.groups[0], "d", "origin:d") // loaded: the removal wins over the hand-off
+	mustGet(t, c.groups[0], d, "origin:"+d) // loaded: the removal wins over the hand-off
 	if c.loads.Load() != loads+1 {
 		t.Fatal("a removed key was taken over from the previous owner")
 	}

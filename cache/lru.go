@@ -11,11 +11,11 @@ import (
 
 // entryOverhead is what one cached entry costs beyond its key and value
 // bytes: golang-lru's list element (three pointers, the key header, our
-// entry, its unused ExpiresAt) in a 160-byte size class, plus the map slot
-// that indexes it. Measured on amd64 with runtime.MemStats: 178 to 197 bytes
-// per entry for 20,000 to 130,000 entries, depending on how full the map's
+// 144-byte entry, its unused ExpiresAt) in a 208-byte size class, plus the
+// map slot that indexes it. Measured on amd64 with runtime.MemStats: 242
+// bytes per entry for 50,000 entries; it varies with how full the map's
 // tables are (TestEntryOverheadMatchesHeap keeps this honest).
-const entryOverhead = 192
+const entryOverhead = 240
 
 // entry is what the LRU stores for one key.
 type entry struct {
@@ -30,11 +30,20 @@ type entry struct {
 	// cache) the entry was stored under; it is served only while that
 	// still holds.
 	stamp uint64
+	// loaded is when the entry was loaded or written, in Unix nanoseconds,
+	// for a stale answer's Age.
+	loaded int64
 	// notFound marks a remembered ErrNotFound: v is empty.
 	notFound bool
 	// fallback marks a hot copy loaded here because src could not be
 	// reached: it is served without a lease, until src is in contact again.
 	fallback bool
+}
+
+// grace returns how long past its expiry e is kept, to be served stale:
+// the longer of its value's stale windows, or of the LRU's.
+func (l *lru) grace(e *entry) time.Duration {
+	return max(l.staleGrace, e.v.StaleWhileRevalidate, e.v.StaleIfError)
 }
 
 // expired reports whether e must no longer be served at now.
@@ -57,8 +66,11 @@ func entrySize(key string, v Value) int64 {
 type lru struct {
 	mu       sync.Mutex
 	maxBytes int64 // guarded by mu
-	c        *simplelru.LRU[string, entry]
-	bytes    int64 // guarded by mu
+	// staleGrace is how long past their expiry entries are kept to be
+	// served stale (the group's longer stale window; zero for hot copies).
+	staleGrace time.Duration
+	c          *simplelru.LRU[string, entry]
+	bytes      int64 // guarded by mu
 
 	evictions atomic.Int64
 }
@@ -78,12 +90,13 @@ func newLRU(maxBytes int64) *lru {
 	return l
 }
 
-// get returns key's entry and marks it recently used. An expired entry is
-// dropped and reported missing.
+// get returns key's entry and marks it recently used. An entry past its
+// expiry and grace is dropped and reported missing; one within its grace is
+// returned (the caller tells it is stale by its expiry).
 func (l *lru) get(key string) (entry, bool) {
 	l.mu.Lock()
 	e, ok := l.c.Get(key)
-	if ok && !e.v.Expires.IsZero() && e.expired(time.Now()) {
+	if ok && !e.v.Expires.IsZero() && !time.Now().Before(e.v.Expires.Add(l.grace(&e))) {
 		l.c.Remove(key)
 		ok = false
 	}

@@ -20,6 +20,7 @@ type Stats struct {
 	TooLarge      int64 // values refused because they exceed MaxValueBytes
 	HandoffsTaken int64 // values of keys that moved here taken from their previous owner (fetched or adopted) instead of loaded
 	HandoffsGiven int64 // values of keys that moved away handed to their new owner
+	StaleServed   int64 // values served past their expiry (stale-while-revalidate or stale-if-error)
 	MainBytes     int64 // bytes in the main cache: keys, values and per-entry overhead
 	MainItems     int64 // entries in the main cache (remembered not-founds included)
 	HotBytes      int64 // bytes in the hot cache
@@ -33,6 +34,7 @@ type counters struct {
 	deduped, notFounds, errors        atomic.Int64
 	hotPromotions, tooLarge           atomic.Int64
 	handoffsTaken, handoffsGiven      atomic.Int64
+	staleServed                       atomic.Int64
 }
 
 // Stats returns a snapshot of the group's counters. The fields are read one
@@ -54,6 +56,7 @@ func (g *Group) Stats() Stats {
 		TooLarge:      g.st.tooLarge.Load(),
 		HandoffsTaken: g.st.handoffsTaken.Load(),
 		HandoffsGiven: g.st.handoffsGiven.Load(),
+		StaleServed:   g.st.staleServed.Load(),
 	}
 	s.MainBytes, s.MainItems = g.main.usage()
 	s.HotBytes, s.HotItems = g.hot.usage()

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -165,6 +166,32 @@ func (a *API) Origin(ctx context.Context, base, group string) (GroupLoads, error
 // Get fetches a key through the node's public API.
 func (a *API) Get(ctx context.Context, base, group, key string) (int, []byte, error) {
 	return a.get(ctx, base, "/cache/"+url.PathEscape(group)+"/"+url.PathEscape(key))
+}
+
+// Write sends a PUT of value (or a DELETE) of key through the node's public
+// API and returns the status and the Ringcache-Unreached header.
+func (a *API) Write(ctx context.Context, kind Kind, base, group, key string, value []byte) (int, string, error) {
+	return Write(ctx, a.client, kind, base, group, key, value)
+}
+
+// Metric returns the value of one sample of the node's /metrics, named with
+// its labels exactly as the text format writes them, e.g.
+// `ringcache_hot_promotions_total{group="demo"}`.
+func (a *API) Metric(ctx context.Context, base, sample string) (float64, error) {
+	status, body, err := a.get(ctx, base, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("GET %s/metrics: status %d", base, status)
+	}
+	for line := range strings.Lines(string(body)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && name == sample {
+			return strconv.ParseFloat(value, 64)
+		}
+	}
+	return 0, fmt.Errorf("GET %s/metrics: no sample %s", base, sample)
 }
 
 // Peer sends a request to the node's peer route the way an outsider would:

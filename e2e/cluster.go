@@ -44,6 +44,11 @@ type Cluster interface {
 	Disconnect(ctx context.Context, node string) error
 	// Connect undoes Disconnect.
 	Connect(ctx context.Context, node string) error
+	// Pause freezes a node's processes (SIGSTOP-like): connections to it are
+	// still accepted, but nothing answers them, not even etcd keepalives.
+	Pause(ctx context.Context, node string) error
+	// Unpause undoes Pause; the node goes on where it stopped.
+	Unpause(ctx context.Context, node string) error
 	// ScaleUp adds a node and returns its name once all running nodes agree
 	// on the ring; ScaleDown removes it again the same way.
 	ScaleUp(ctx context.Context) (string, error)
@@ -239,6 +244,16 @@ func (c *Compose) Connect(ctx context.Context, node string) error {
 	}
 	_, err = c.run(ctx, "docker", "network", "connect", "--alias", node, network, id)
 	return err
+}
+
+// Pause implements Cluster with docker pause (the cgroup freezer).
+func (c *Compose) Pause(ctx context.Context, node string) error {
+	return c.docker(ctx, node, "pause")
+}
+
+// Unpause implements Cluster with docker unpause.
+func (c *Compose) Unpause(ctx context.Context, node string) error {
+	return c.docker(ctx, node, "unpause")
 }
 
 // ScaleUp implements Cluster with deploy/scale.sh up (node4).

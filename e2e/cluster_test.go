@@ -38,6 +38,20 @@ const (
 	partition  = 20 * time.Second
 	// settle bounds how long the cluster may take to agree again after a fault.
 	settle = 45 * time.Second
+
+	// numWriteKeys are written by the load generator (PUT and DELETE) while
+	// it reads; every written key starts with writtenPrefix, and the origin
+	// load figures leave them out (a DELETE makes the next read a load).
+	numWriteKeys  = 40
+	writtenPrefix = "w-"
+	// movedMargin extends a membership interval past the moment the rings
+	// agree again: nodes drop what they no longer own just after.
+	movedMargin = 2 * time.Second
+	// pauseFor is how long the pause scenario freezes a node: longer than
+	// the lease plus the hold-down, so the ring drops it.
+	pauseFor = 15 * time.Second
+	// slowAfter marks a request as slowed: 50 ms beyond the origin's latency.
+	slowAfter = 60 * time.Millisecond
 )
 
 // result is one row of the summary table.
@@ -47,6 +61,7 @@ type result struct {
 	extra    int64 // origin loads beyond the first load of each key
 	converge time.Duration
 	note     string
+	history  Report // what the history checker found in the scenario's reads
 }
 
 // suite holds what the scenarios share: one cluster, one load generator that
@@ -59,8 +74,15 @@ type suite struct {
 	keys   []string
 	self   map[string]string // node -> its peer URL, as its ring reports it
 
+	// hist records every read and write; checker judges them.
+	hist    *History
+	checker *Checker
+	// writeKeys are the keys the load generator writes.
+	writeKeys []string
+
 	mu      sync.Mutex
 	results []result
+	tail    Report // reads checked after the last scenario
 }
 
 func TestCluster(t *testing.T) {
@@ -121,7 +143,11 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
-	s := &suite{c: c, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{}}
+	s := &suite{c: c, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{},
+		hist: NewHistory(), checker: NewChecker(demoOrigin)}
+	for i := range numWriteKeys {
+		s.writeKeys = append(s.writeKeys, fmt.Sprintf("%sload-%02d", writtenPrefix, i))
+	}
 	t.Cleanup(s.api.Close)
 	s.ledger = NewLedger(s.api, group)
 	for _, n := range c.Nodes() {
@@ -133,11 +159,16 @@ func TestCluster(t *testing.T) {
 	}
 	t.Logf("cluster %s up in %s: %v", c.Project(), up.Round(time.Millisecond), s.self)
 
-	s.load, err = NewLoad(LoadConfig{Group: group, Keys: s.keys})
+	s.load, err = NewLoad(LoadConfig{Group: group, Keys: s.keys, WriteKeys: s.writeKeys,
+		Writer: "load-" + c.Project(), History: s.hist})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.load.SetTargets(s.targets(c.Nodes()))
+	// The baseline turns writes on once every key has been loaded: a write
+	// bumps its key's epoch stripe, and a load of any key of that stripe in
+	// progress is then not cached, which would cost a second load of it.
+	s.load.SetWriting(false)
 	s.load.Start(ctx)
 	t.Cleanup(s.load.Stop)
 
@@ -150,6 +181,9 @@ func TestCluster(t *testing.T) {
 		{"stop", (*suite).stop},
 		{"etcd-outage", (*suite).etcdOutage},
 		{"partition", (*suite).partition},
+		{"pause", (*suite).pause},
+		{"lost-write", (*suite).lostWrite},
+		{"hot-copy", (*suite).hotCopy},
 		{"scale", (*suite).scale},
 		{"rolling-restart", (*suite).rollingRestart},
 		{"unsigned-peer", (*suite).unsignedPeer},
@@ -167,6 +201,7 @@ func TestCluster(t *testing.T) {
 			if r.name == "" {
 				r.name = sc.name
 			}
+			r.history = s.checkHistory(t)
 			s.add(r)
 			t.Logf("%s: %d requests, %d errors %v, %d wrong, %d retried, %d dropped, %.0f req/s, p99 %s, max %s (%s without retry); %d extra origin loads; converged in %s; %s",
 				r.name, r.stats.Requests, r.stats.Errors, r.stats.ErrorsByNode, r.stats.Wrong, r.stats.Retries,
@@ -178,9 +213,59 @@ func TestCluster(t *testing.T) {
 			for _, line := range r.stats.Slowest {
 				t.Logf("  slowest: %s", line)
 			}
+			ws := r.stats.Writes
+			t.Logf("%s: writes: %d, %d acknowledged, %d refused, %d unknown, %d over %s, max %s, %d with Ringcache-Unreached",
+				r.name, ws.Writes, ws.Acked, ws.Failed, ws.Unknown, ws.Slow, WriteBound, ws.Max.Round(time.Millisecond), ws.Unreached)
+			for _, line := range append(ws.Samples, ws.UnreachedSamples...) {
+				t.Logf("  write: %s", line)
+			}
+			if ws.Failed > 0 {
+				t.Errorf("%d writes were refused (4xx); the generator's writes are all valid", ws.Failed)
+			}
 		})
 	}
+	// What was still in flight when the last scenario ended.
+	s.load.Stop()
+	s.tail = s.checkHistory(t)
 	s.summary(t)
+}
+
+// demoOrigin is the demo origin as the history checker sees it: it has
+// every key.
+func demoOrigin(key string) ([]byte, bool) { return DemoValue(group, key, demoSize), true }
+
+// checkHistory checks the reads recorded since the last call whose writes
+// are all known, fails t on a violation, and returns the report.
+func (s *suite) checkHistory(t *testing.T) Report {
+	t.Helper()
+	ops, complete := s.hist.Take()
+	writes := 0
+	for _, op := range ops {
+		if op.Kind != Read {
+			writes++
+		}
+	}
+	s.checker.Add(ops)
+	r := s.checker.Check(complete)
+	r.Writes = writes
+	t.Logf("history: %d reads checked, %d writes recorded: %d violations, %d reverts within the bound, %d reverts without a membership change",
+		r.Reads, r.Writes, r.Violations, r.Reverts, r.UnexplainedReverts)
+	for _, line := range r.Samples {
+		t.Logf("  violation: %s", line)
+	}
+	for _, line := range r.RevertSamples {
+		t.Logf("  revert: %s", line)
+	}
+	if r.Violations > 0 {
+		t.Errorf("the history checker found %d reads that returned a value they must not (the first are logged above)", r.Violations)
+	}
+	return r
+}
+
+// moved tells the checker that keys' ownership may have moved from from
+// until movedMargin after now.
+func (s *suite) moved(from time.Time) {
+	s.checker.Moved(Interval{From: from, To: time.Now().Add(movedMargin)})
 }
 
 // dockerAnswers reports whether a Docker daemon answers within a minute.
@@ -393,6 +478,7 @@ func (s *suite) sweep(ctx context.Context, jobs []job) Stats {
 				if err != nil {
 					r.Err = err.Error()
 				}
+				s.hist.Add(r.Op())
 				mu.Lock()
 				w.Records = append(w.Records, r)
 				if r.Status != http.StatusOK {
@@ -466,6 +552,8 @@ func (s *suite) loads(t *testing.T, nodes ...string) Tally {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Written keys are loaded again after each DELETE: not the cluster's doing.
+	maps.DeleteFunc(l, func(k string, _ map[string]int64) bool { return strings.HasPrefix(k, writtenPrefix) })
 	return l
 }
 
@@ -481,7 +569,7 @@ var three = []string{"node1", "node2", "node3"}
 
 // baseline: a fresh cluster under load, and a sweep that asks every node for
 // every key at once. Every key is loaded from the origin exactly once
-// cluster-wide.
+// cluster-wide. Then the generator starts writing too.
 func (s *suite) baseline(t *testing.T, up time.Duration) result {
 	ctx := t.Context()
 	// No reset: the ledger starts at zero, as the fresh cluster did, and the
@@ -489,10 +577,12 @@ func (s *suite) baseline(t *testing.T, up time.Duration) result {
 	hold(t, 3*time.Second)
 	sweep := s.sweep(ctx, s.fromAll(three))
 	hold(t, 2*time.Second)
+	loads := s.loads(t, three...)
+	s.load.SetWriting(true)
+	hold(t, 3*time.Second)
 	st := s.window(sweep)
 	noErrors(t, st)
 
-	loads := s.loads(t, three...)
 	var extra int64
 	var missing, twice []string
 	for _, k := range s.keys {
@@ -599,6 +689,8 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 		t.Fatal(err)
 	}
 	hold(t, 2*time.Second)
+	faultAt := time.Now()
+	defer s.moved(faultAt)
 	drop := s.faultDrop(t, victim, fault, exitedAt)
 	if drop > bound {
 		t.Errorf("survivors dropped %s after %s; want within %s", victim, drop.Round(time.Millisecond), bound)
@@ -648,6 +740,8 @@ func (s *suite) etcdOutage(t *testing.T) result {
 	// Rings are watched from the moment etcd is asked to stop; the outage
 	// counts from when it is down.
 	t0 := time.Now()
+	// Nodes whose lease ran out register again, which drops their main cache.
+	defer s.moved(t0)
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.c.StopEtcd(ctx) }()
 	changes := s.watchRings(t, before, stopped)
@@ -751,6 +845,7 @@ func (s *suite) partition(t *testing.T) result {
 	s.reset(t, three...)
 	hold(t, time.Second)
 	t0 := time.Now()
+	defer s.moved(t0)
 	if err := s.c.Disconnect(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
@@ -793,6 +888,7 @@ func (s *suite) scale(t *testing.T) result {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
+	defer s.moved(t0)
 	added, err := s.c.ScaleUp(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -850,7 +946,8 @@ func (s *suite) scale(t *testing.T) result {
 	}
 	upStats := s.window(upSweep)
 	noErrors(t, upStats)
-	s.add(result{name: "scale 3->4", stats: upStats, extra: extraUp, converge: joined,
+	s.moved(t0) // before the check: the join moved keys
+	s.add(result{name: "scale 3->4", stats: upStats, extra: extraUp, converge: joined, history: s.checkHistory(t),
 		note: fmt.Sprintf("%d of %d keys (%.1f%%) changed owner, all to %s; %d of them loaded again (%d loads beyond one each), %d of the rest",
 			len(moved), len(s.keys), 100*frac, added, movedLoaded, extraUp, len(unmoved))})
 
@@ -891,6 +988,7 @@ func (s *suite) scale(t *testing.T) result {
 func (s *suite) rollingRestart(t *testing.T) result {
 	ctx := t.Context()
 	s.reset(t, three...)
+	defer s.moved(time.Now())
 	var worst time.Duration
 	var per []string
 	for _, n := range three {
@@ -956,13 +1054,21 @@ func (s *suite) summary(t *testing.T) {
 	defer s.mu.Unlock()
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests\terrors\twrong\tretried\tp99\tmax\textra origin loads\tconverged\t")
+	fmt.Fprintln(tw, "scenario\trequests\terrors\twrong\tretried\tp99\tmax\textra origin loads\tconverged\t"+
+		"writes\tacked\tslow writes\tunreached\treads checked\tviolations\treverts\tunexplained\t")
+	var total Report
 	for _, r := range s.results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t\n", r.name, r.stats.Requests, r.stats.Errors,
+		ws := r.stats.Writes
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name, r.stats.Requests, r.stats.Errors,
 			r.stats.Wrong, r.stats.Retries, r.stats.P99.Round(time.Millisecond), r.stats.MaxLatency.Round(time.Millisecond),
-			r.extra, r.converge.Round(10*time.Millisecond))
+			r.extra, r.converge.Round(10*time.Millisecond),
+			ws.Writes, ws.Acked, ws.Slow, ws.Unreached, r.history.Reads, r.history.Violations, r.history.Reverts, r.history.UnexplainedReverts)
+		total = total.Plus(r.history)
 	}
+	total = total.Plus(s.tail)
 	tw.Flush()
+	fmt.Fprintf(&b, "history: %d reads checked against %d writes: %d violations, %d reverts within the bound, %d without a membership change\n",
+		total.Reads, s.checker.Writes(), total.Violations, total.Reverts, total.UnexplainedReverts)
 	for _, r := range s.results {
 		fmt.Fprintf(&b, "%s: %s\n", r.name, r.note)
 	}

@@ -3,12 +3,24 @@
 // Package e2e proves a ringcache cluster from outside: it starts the docker
 // compose cluster of deploy/ through its scripts, drives it with a load
 // generator over the nodes' published ports on 127.0.0.1, injects faults with
-// docker commands (kill, stop, network disconnect, etcd outage, scaling) and
-// checks what clients saw and how often the origin was asked.
+// docker commands (kill, stop, pause, network disconnect, etcd outage,
+// scaling) and checks what clients saw and how often the origin was asked.
+//
+// While it reads, the load generator also writes a few keys (PUT of a value
+// that names the writer and a sequence number, and DELETE) through every
+// node. Every operation goes into a History with its start, end, node,
+// status and body, and a Checker judges each read afterwards, the Jepsen
+// idea made small: a read may return the value of the last write
+// acknowledged before it began, of a write that overlapped it or whose
+// outcome is unknown, or the origin's value when that write was a DELETE
+// (or there was none). The origin's value in place of an acknowledged PUT
+// is a revert (a lost write), within the documented bound only while a
+// key's ownership may have moved; anything else, such as a value that a
+// later acknowledged write had replaced, is a violation.
 //
 // It is a black box: it imports none of ringcache's packages and knows only
-// the daemon's HTTP surface (/cache, /readyz, /debug/ring, /debug/origin and
-// the peer route) and the demo origin's value rule, which it recomputes.
+// the daemon's HTTP surface (/cache, /readyz, /debug/ring, /debug/origin,
+// /metrics and the peer route) and the demo origin's value rule, which it recomputes.
 //
 // Every file carries the e2e build tag, so `go test ./...` skips the package;
 // run it with

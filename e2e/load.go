@@ -52,6 +52,25 @@ type LoadConfig struct {
 	Workers int
 	// Timeout bounds each attempt: if zero, 10s.
 	Timeout time.Duration
+
+	// WriteKeys are keys the generator also writes, with PUT and DELETE,
+	// round robin over the targets; none: it only reads. Their reads are
+	// not checked against the origin's value (a History's Checker does
+	// that), and no other writer may write them.
+	WriteKeys []string
+	// WriteRate is writes per second: if zero, 10.
+	WriteRate int
+	// WriteShare is the fraction of reads that go to WriteKeys: if zero,
+	// 0.25, so that written keys are read often enough on every node to
+	// become hot copies on the nodes that do not own them.
+	WriteShare float64
+	// DeleteShare is the fraction of writes that are DELETEs: if zero, 0.2.
+	DeleteShare float64
+	// Writer names the generator in the values it writes: if empty, "load".
+	// Each value is "<writer> #<sequence> <key>", unique in the run.
+	Writer string
+	// History, if not nil, receives every read and write.
+	History *History
 }
 
 // Record is one client request as the generator saw it: the node asked
@@ -76,6 +95,9 @@ type Record struct {
 	Body []byte
 	// Dur is how long the request took, retry included.
 	Dur time.Duration
+	// Written is true for a key the generator writes: its value is the
+	// History checker's to judge, not the origin's.
+	Written bool
 }
 
 // Window is what the generator recorded between two calls to Take.
@@ -84,6 +106,8 @@ type Window struct {
 	Records []Record
 	// Dropped counts ticks at which every worker was busy.
 	Dropped int
+	// Writes holds every write that completed in the window.
+	Writes []Op
 	// Start and End bound the window.
 	Start, End time.Time
 }
@@ -98,14 +122,20 @@ type Load struct {
 	client  *http.Client
 	targets atomic.Pointer[[]Target]
 	next    atomic.Uint64
+	nextW   atomic.Uint64
+	seq     atomic.Uint64
 	dropped atomic.Int64
+	paused  atomic.Bool // writes held back
+	written map[string]bool
 
-	mu    sync.Mutex
-	recs  []Record
-	since time.Time
+	mu     sync.Mutex
+	recs   []Record
+	writes []Op
+	since  time.Time
 
-	stop chan struct{}
-	done sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     sync.WaitGroup
 }
 
 // NewLoad returns a generator for cfg; Start sets it going.
@@ -122,8 +152,23 @@ func NewLoad(cfg LoadConfig) (*Load, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
-	if cfg.Rate < 0 || cfg.Workers < 0 || cfg.Timeout < 0 {
+	if cfg.WriteRate == 0 {
+		cfg.WriteRate = 10
+	}
+	if cfg.WriteShare == 0 {
+		cfg.WriteShare = 0.25
+	}
+	if cfg.DeleteShare == 0 {
+		cfg.DeleteShare = 0.2
+	}
+	if cfg.Writer == "" {
+		cfg.Writer = "load"
+	}
+	if cfg.Rate < 0 || cfg.Workers < 0 || cfg.Timeout < 0 || cfg.WriteRate < 0 {
 		return nil, fmt.Errorf("e2e: negative load setting in %+v", cfg)
+	}
+	if cfg.WriteShare < 0 || cfg.WriteShare > 1 || cfg.DeleteShare < 0 || cfg.DeleteShare > 1 {
+		return nil, fmt.Errorf("e2e: WriteShare and DeleteShare must be in [0, 1]: %v, %v", cfg.WriteShare, cfg.DeleteShare)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Workers
@@ -131,6 +176,10 @@ func NewLoad(cfg LoadConfig) (*Load, error) {
 		cfg:    cfg,
 		client: &http.Client{Timeout: cfg.Timeout, Transport: tr},
 		stop:   make(chan struct{}),
+	}
+	l.written = make(map[string]bool, len(cfg.WriteKeys))
+	for _, k := range cfg.WriteKeys {
+		l.written[k] = true
 	}
 	l.targets.Store(&[]Target{})
 	return l, nil
@@ -175,6 +224,9 @@ func (l *Load) Start(ctx context.Context) {
 			case <-tick.C:
 			}
 			key := l.cfg.Keys[rand.IntN(len(l.cfg.Keys))]
+			if len(l.cfg.WriteKeys) > 0 && rand.Float64() < l.cfg.WriteShare {
+				key = l.cfg.WriteKeys[rand.IntN(len(l.cfg.WriteKeys))]
+			}
 			select {
 			case jobs <- key:
 			default:
@@ -182,13 +234,116 @@ func (l *Load) Start(ctx context.Context) {
 			}
 		}
 	}()
+	if len(l.cfg.WriteKeys) > 0 && l.cfg.WriteRate > 0 {
+		l.startWrites(ctx)
+	}
 }
 
-// Stop stops sending and waits for the requests in flight.
+// startWrites sends writes at WriteRate, each on its own goroutine: a
+// write held by a paused node must not delay the ones after it, and the
+// rate is low enough that they cannot pile up beyond the timeout.
+func (l *Load) startWrites(ctx context.Context) {
+	l.done.Add(1)
+	go func() {
+		defer l.done.Done()
+		tick := time.NewTicker(time.Second / time.Duration(l.cfg.WriteRate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.stop:
+				return
+			case <-tick.C:
+			}
+			if l.paused.Load() {
+				continue
+			}
+			key := l.cfg.WriteKeys[rand.IntN(len(l.cfg.WriteKeys))]
+			kind := Put
+			if rand.Float64() < l.cfg.DeleteShare {
+				kind = Delete
+			}
+			l.done.Add(1)
+			go func() {
+				defer l.done.Done()
+				op := l.write(ctx, kind, key)
+				l.mu.Lock()
+				l.writes = append(l.writes, op)
+				l.mu.Unlock()
+			}()
+		}
+	}()
+}
+
+// write sends one PUT or DELETE through the next target, retried once on
+// the one after when the first refused or reset the connection: a retried
+// PUT writes the same value, so applying it twice is applying it once.
+func (l *Load) write(ctx context.Context, kind Kind, key string) Op {
+	ts := *l.targets.Load()
+	var value []byte
+	if kind == Put {
+		value = fmt.Appendf(nil, "%s #%d %s", l.cfg.Writer, l.seq.Add(1), key)
+	}
+	h := l.cfg.History
+	if h == nil {
+		h = NewHistory() // records nothing anyone reads; keeps one code path
+	}
+	if len(ts) == 0 {
+		return h.Begin(kind, key, "", value).End("", 0, errors.New("no targets"), "")
+	}
+	i := int(l.nextW.Add(1) % uint64(len(ts)))
+	p := h.Begin(kind, key, ts[i].Node, value)
+	status, unreached, err := Write(ctx, l.client, kind, ts[i].URL, l.cfg.Group, key, value)
+	node := ts[i].Node
+	if err != nil && len(ts) > 1 && Retryable(err) {
+		j := (i + 1) % len(ts)
+		node = ts[j].Node
+		status, unreached, err = Write(ctx, l.client, kind, ts[j].URL, l.cfg.Group, key, value)
+	}
+	return p.End(node, status, err, unreached)
+}
+
+// Write sends one PUT (of value) or DELETE of key through the node at base
+// and returns the status and the Ringcache-Unreached header.
+func Write(ctx context.Context, client *http.Client, kind Kind, base, group, key string, value []byte) (int, string, error) {
+	method := http.MethodPut
+	if kind == Delete {
+		method, value = http.MethodDelete, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, method,
+		base+"/cache/"+url.PathEscape(group)+"/"+url.PathEscape(key), bytes.NewReader(value))
+	if err != nil {
+		return 0, "", err
+	}
+	if kind == Put {
+		req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	} else {
+		req.Body, req.ContentLength = nil, 0
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, "", err
+	}
+	return resp.StatusCode, resp.Header.Get("Ringcache-Unreached"), nil
+}
+
+// SetWriting starts (true) or holds back (false) the writes; they run from
+// Start unless held back.
+func (l *Load) SetWriting(on bool) { l.paused.Store(!on) }
+
+// Stop stops sending and waits for the requests in flight. Calling it
+// again does nothing.
 func (l *Load) Stop() {
-	close(l.stop)
-	l.done.Wait()
-	l.client.CloseIdleConnections()
+	l.stopOnce.Do(func() {
+		close(l.stop)
+		l.done.Wait()
+		l.client.CloseIdleConnections()
+	})
 }
 
 // Take returns what was recorded since the last Take (or Start) and starts a
@@ -197,15 +352,25 @@ func (l *Load) Take() Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	w := Window{Records: l.recs, Dropped: int(l.dropped.Swap(0)), Start: l.since, End: now}
-	l.recs, l.since = nil, now
+	w := Window{Records: l.recs, Writes: l.writes, Dropped: int(l.dropped.Swap(0)), Start: l.since, End: now}
+	l.recs, l.writes, l.since = nil, nil, now
 	return w
 }
 
 func (l *Load) record(r Record) {
+	r.Written = l.written[r.Key]
+	if h := l.cfg.History; h != nil {
+		h.Add(r.Op())
+	}
 	l.mu.Lock()
 	l.recs = append(l.recs, r)
 	l.mu.Unlock()
+}
+
+// Op returns the read as a History holds it; its Value shares r.Body.
+func (r Record) Op() Op {
+	return Op{Kind: Read, Key: r.Key, Node: r.Served, Start: r.At, End: r.At.Add(r.Dur),
+		Status: r.Status, Err: r.Err, Value: r.Body}
 }
 
 // do sends one request, retrying once on the next target when the first one
@@ -295,12 +460,20 @@ type Stats struct {
 	// Slowest describes the three slowest requests (when, key, the node
 	// asked, the node that answered, how long), to tell where a stall was.
 	Slowest []string
+	// Writes sums up the window's writes, slow meaning over WriteBound.
+	Writes WriteStats
 }
+
+// WriteBound is how long a PUT or DELETE may take, even with a paused peer:
+// the owner gives up on a silent peer after about a second (its copies then
+// expire by lease), and a silent owner is noticed in about a second too.
+const WriteBound = 2500 * time.Millisecond
 
 // Check verifies every 200 body in w against the demo value rule and sums the
 // window up. It drops the bodies it checked, to bound memory over a long run.
 func Check(w *Window, group string, size int) Stats {
-	s := Stats{Requests: len(w.Records), ErrorsByNode: map[string]int{}, Dropped: w.Dropped}
+	s := Stats{Requests: len(w.Records), ErrorsByNode: map[string]int{}, Dropped: w.Dropped,
+		Writes: CheckWrites(w.Writes, WriteBound)}
 	if d := w.End.Sub(w.Start); d > 0 {
 		s.Rate = float64(len(w.Records)) / d.Seconds()
 	}
@@ -325,7 +498,7 @@ func Check(w *Window, group string, size int) Stats {
 			s.ErrorsByNode[r.Node]++
 			sample("%s %s via %s->%s: status %d err %q body %.80q", r.At.Format("15:04:05.000"),
 				r.Key, r.Node, r.Served, r.Status, r.Err, r.Body)
-		case !bytes.Equal(r.Body, DemoValue(group, r.Key, size)):
+		case !r.Written && !bytes.Equal(r.Body, DemoValue(group, r.Key, size)):
 			s.Wrong++
 			sample("%s %s via %s->%s: wrong value %.80q", r.At.Format("15:04:05.000"), r.Key, r.Node, r.Served, r.Body)
 		}
@@ -340,6 +513,57 @@ func Check(w *Window, group string, size int) Stats {
 	for _, r := range slow[:min(3, len(slow))] {
 		s.Slowest = append(s.Slowest, fmt.Sprintf("%s %s via %s->%s %s", r.At.Format("15:04:05.000"),
 			r.Key, r.Node, r.Served, r.Dur.Round(time.Millisecond)))
+	}
+	return s
+}
+
+// WriteStats sums up the writes of a window.
+type WriteStats struct {
+	// Writes counts PUTs and DELETEs.
+	Writes int
+	// Acked, Failed and Unknown count them by outcome (2xx, 4xx, 5xx or no answer).
+	Acked, Failed, Unknown int
+	// Slow counts writes that took longer than the bound given to CheckWrites.
+	Slow int
+	// Unreached counts answers with a Ringcache-Unreached header.
+	Unreached int
+	// Max is the slowest write.
+	Max time.Duration
+	// Samples describes up to five writes that were not acknowledged or
+	// were slow.
+	Samples []string
+	// UnreachedSamples describes up to three writes answered with a
+	// Ringcache-Unreached header.
+	UnreachedSamples []string
+}
+
+// CheckWrites sums up writes, counting those slower than bound as slow.
+func CheckWrites(writes []Op, bound time.Duration) WriteStats {
+	var s WriteStats
+	for _, w := range writes {
+		s.Writes++
+		d := w.End.Sub(w.Start)
+		s.Max = max(s.Max, d)
+		switch w.Outcome() {
+		case Acked:
+			s.Acked++
+		case Failed:
+			s.Failed++
+		default:
+			s.Unknown++
+		}
+		if d > bound {
+			s.Slow++
+		}
+		if (w.Outcome() != Acked || d > bound) && len(s.Samples) < 5 {
+			s.Samples = append(s.Samples, fmt.Sprintf("%s took %s", w, d.Round(time.Millisecond)))
+		}
+		if w.Unreached != "" {
+			s.Unreached++
+			if len(s.UnreachedSamples) < 3 {
+				s.UnreachedSamples = append(s.UnreachedSamples, fmt.Sprintf("%s: Ringcache-Unreached: %s", w, w.Unreached))
+			}
+		}
 	}
 	return s
 }

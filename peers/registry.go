@@ -185,7 +185,8 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	r.mu.Unlock()
 
 	updates := make(chan update)
-	r.wg.Add(3)
+	r.wg.Add(4)
+	go r.tenure.watchStalls(r.ctx, &r.wg)
 	go r.keepRegistered(ka, stopKA)
 	go r.watch(rev+1, updates)
 	go func() {
@@ -336,8 +337,16 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.lease = g.ID
 	value := r.value
 	r.mu.Unlock()
-	if _, err := r.client.Put(opCtx, r.key, value, clientv3.WithLease(g.ID)); err != nil {
+	put, err := r.client.Put(opCtx, r.key, value, clientv3.WithLease(g.ID), clientv3.WithPrevKV())
+	if err != nil {
 		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
+	}
+	// The key's create revision is this node's term: it changes only when
+	// the key was deleted (and so this node dropped from the others' rings)
+	// in between.
+	created := put.Header.Revision
+	if put.PrevKv != nil {
+		created = put.PrevKv.CreateRevision
 	}
 	kaCtx, stop := context.WithCancel(r.ctx)
 	ka, err := r.client.KeepAlive(kaCtx, g.ID)
@@ -350,7 +359,7 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.lastContact = time.Now()
 	r.notifyLocked()
 	r.mu.Unlock()
-	r.tenure.start(g.ID, sent, time.Duration(g.TTL)*time.Second)
+	r.tenure.start(uint64(created), sent, time.Duration(g.TTL)*time.Second)
 	return ka, stop, nil
 }
 

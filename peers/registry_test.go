@@ -119,10 +119,12 @@ func TestEtcdRestart(t *testing.T) {
 		created[string(kv.Key)] = kv.CreateRevision
 	}
 	oldLeases := map[string]clientv3.LeaseID{}
+	terms := map[string]uint64{}
 	for _, n := range nodes {
 		n.r.mu.Lock()
 		oldLeases[n.id] = n.r.lease
 		n.r.mu.Unlock()
+		terms[n.id], _ = n.r.Tenure()
 	}
 
 	stopped := time.Now()
@@ -131,6 +133,11 @@ func TestEtcdRestart(t *testing.T) {
 		st := waitState(t, n.r, "lease lost", 3*ttl, func(s State) bool { return !s.Registered })
 		if st.Connected || !n.r.Ready() || !slices.Equal(st.Peers, want) {
 			t.Errorf("%s during the outage: connected %v, ready %v, peers %q; want false, true, %q", n.id, st.Connected, n.r.Ready(), st.Peers, want)
+		}
+		// Nobody can drop a node while etcd is down: it keeps owning its
+		// keys, and its cache stays warm.
+		if term, ok := n.r.Tenure(); !ok || term != terms[n.id] {
+			t.Errorf("%s during the outage: Tenure() = %d, %v; want %d, true", n.id, term, ok, terms[n.id])
 		}
 	}
 	// The outage itself is what is under test: keep etcd down for longer than the TTL.
@@ -145,6 +152,9 @@ func TestEtcdRestart(t *testing.T) {
 		n.r.mu.Unlock()
 		if lease == oldLeases[n.id] {
 			t.Errorf("%s kept lease %x; want a new one", n.id, lease)
+		}
+		if term, ok := n.r.Tenure(); !ok || term != terms[n.id] {
+			t.Errorf("%s registered again: Tenure() = %d, %v; want the same term %d, true (its key was never deleted)", n.id, term, ok, terms[n.id])
 		}
 	}
 	t.Logf("all nodes registered again %v after etcd came back", time.Since(restarted).Round(time.Millisecond))

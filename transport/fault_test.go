@@ -217,7 +217,7 @@ func TestPutReachesEveryHotCopy(t *testing.T) {
 // owner is paused is a 502: it was not applied.
 func TestWriteWithAPausedNode(t *testing.T) {
 	t.Parallel()
-	const peerTimeout, leaseTTL = 300 * time.Millisecond, 500 * time.Millisecond
+	const peerTimeout, leaseTTL = 300 * time.Millisecond, 2 * time.Second
 	nodes, _ := newCluster(t, 3, clusterOpts{
 		pool:  func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = peerTimeout, leaseTTL },
 		group: func(g *cache.GroupConfig) { g.HotAfter = 1 },
@@ -253,9 +253,15 @@ func TestWriteWithAPausedNode(t *testing.T) {
 	// The owner paused: the write is not applied, and says so.
 	nodes[1].gate.pause()
 	defer nodes[1].gate.resume()
+	// It fails after PeerTimeout of silence: a live owner would have sent
+	// 102 while it waited for the paused node's lease.
+	start := time.Now()
 	r := put(t, c, nodes[0], key, "lost")
 	if r.status != http.StatusBadGateway || strings.TrimSpace(r.body) != "key owner unreachable" {
 		t.Fatalf("PUT with the owner paused = %d %q, want 502 key owner unreachable", r.status, r.body)
+	}
+	if d := time.Since(start); d > peerTimeout+time.Second {
+		t.Fatalf("PUT with the owner paused failed after %v, want about %v", d, peerTimeout)
 	}
 }
 
@@ -353,5 +359,50 @@ func TestPeerWriteToANonOwnerIsRefused(t *testing.T) {
 	}
 	for _, n := range nodes {
 		mustRead(t, c, n, key, string(valueOf(key)))
+	}
+}
+
+// TestStaleAnswers: a value served past its expiry, through its owner or
+// another node, is a 200 with its Age, and one refresh brings it back fresh.
+func TestStaleAnswers(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		group: func(g *cache.GroupConfig) { g.TTL, g.StaleWhileRevalidate = time.Second, time.Minute },
+		origin: func(context.Context, string, string) (cache.Value, error) {
+			n := loads.Add(1)
+			if n > 1 {
+				time.Sleep(time.Second) // the refresh: the stale reads do not wait for it
+			}
+			return cache.Value{Data: fmt.Appendf(nil, "v%d", n)}, nil
+		},
+	})
+	c := testClient(t)
+	key := keyOf(t, nodes, nodes[1], "s")
+	mustRead(t, c, nodes[0], key, "v1")
+	time.Sleep(2100 * time.Millisecond)
+	for _, n := range nodes {
+		start := time.Now()
+		r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+		if time.Since(start) > 500*time.Millisecond {
+			t.Fatalf("a stale read at %s waited %v for the refresh", n.url, time.Since(start))
+		}
+		if r.status != http.StatusOK || r.body != "v1" || r.header.Get("Age") < "2" || r.header.Get("Cache-Control") != "max-age=0" {
+			t.Fatalf("stale GET at %s = %d %q, Age %q, Cache-Control %q", n.url, r.status, r.body, r.header.Get("Age"), r.header.Get("Cache-Control"))
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := mustDo(t, c, http.MethodGet, publicURL(nodes[0].url, testGroup, key), nil)
+		if r.body == "v2" && r.header.Get("Age") == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fresh value 5s after the stale reads: %q", r.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if loads.Load() != 2 {
+		t.Fatalf("loads = %d, want 2", loads.Load())
 	}
 }

@@ -174,6 +174,10 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 	switch {
 	case v.NoStore:
 		hd.Set("Cache-Control", "no-store")
+	case v.Stale:
+		// Served past its expiry (a stale window): say how old it is.
+		hd.Set("Cache-Control", "max-age=0")
+		hd.Set("Age", strconv.FormatInt(int64(v.Age/time.Second), 10))
 	case !v.Expires.IsZero():
 		// Round up: a value that expires in 0.4s may be cached for 1s,
 		// rather than max-age=0 telling clients it is already stale.

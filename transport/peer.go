@@ -119,8 +119,7 @@ func (pe *peer) Store(ctx context.Context, group, key string, v cache.Value) (ca
 	var res cache.WriteResult
 	err := pe.do(ctx, peerRequest{op: "set", method: http.MethodPut, group: group, key: key, body: v.Data,
 		header: func(h http.Header) { setValueHeaders(h, v) },
-		read:   func(r *http.Response) error { res = writeResult(r); return nil },
-		write:  true})
+		read:   func(r *http.Response) error { res = writeResult(r); return nil }})
 	return res, err
 }
 
@@ -128,8 +127,7 @@ func (pe *peer) Store(ctx context.Context, group, key string, v cache.Value) (ca
 func (pe *peer) Remove(ctx context.Context, group, key string) (cache.WriteResult, error) {
 	var res cache.WriteResult
 	err := pe.do(ctx, peerRequest{op: "remove", method: http.MethodDelete, group: group, key: key,
-		read:  func(r *http.Response) error { res = writeResult(r); return nil },
-		write: true})
+		read: func(r *http.Response) error { res = writeResult(r); return nil }})
 	return res, err
 }
 
@@ -156,9 +154,9 @@ type peerRequest struct {
 	body       []byte
 	header     func(http.Header)          // adds headers; may be nil
 	read       func(*http.Response) error // reads a 2xx response; may be nil
-	// write marks an owner-scope write: it waits for the owner to drop the
-	// other nodes' copies, which may take up to a lease, so it is not
-	// bounded by PeerTimeout alone.
+	// write marks a request the peer answers after applying it, with no
+	// 102 meanwhile (a batch of handed-over values): it is allowed more
+	// silence than PeerTimeout.
 	write bool
 	// probe lets the request through an open breaker.
 	probe bool
@@ -195,10 +193,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	defer cancel(nil)
 	silence := p.cfg.PeerTimeout
 	if r.write {
-		// The owner answers a write once every copy is dropped, or has
-		// expired by lease (a drop that times out, then the rest of a
-		// lease): allow for that wait.
-		silence += p.cfg.PeerTimeout + p.cfg.LeaseTTL + leaseMargin(p.cfg.LeaseTTL)
+		// A batch of handed-over values is applied before the answer,
+		// with no 102 meanwhile.
+		silence += p.cfg.LeaseTTL + leaseMargin(p.cfg.LeaseTTL)
 	}
 	timer := time.AfterFunc(silence, func() { cancel(errSilent) })
 	defer timer.Stop()
@@ -359,12 +356,20 @@ func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	return cache.Value{
+	v := cache.Value{
 		Data:        data,
 		ContentType: res.Header.Get(hdrContentType),
 		Expires:     exp,
 		NoStore:     res.Header.Get(hdrNoStore) != "",
-	}, nil
+	}
+	if s := res.Header.Get(hdrStale); s != "" {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms < 0 {
+			return cache.Value{}, fmt.Errorf("%w: %s %q", ErrBadResponse, hdrStale, s)
+		}
+		v.Stale, v.Age = true, time.Duration(ms)*time.Millisecond
+	}
+	return v, nil
 }
 
 // getResponseValue returns the value field of an encoded
@@ -411,6 +416,9 @@ func setValueHeaders(h http.Header, v cache.Value) {
 	}
 	if v.NoStore {
 		h.Set(hdrNoStore, "1")
+	}
+	if v.Stale {
+		h.Set(hdrStale, strconv.FormatInt(int64(v.Age/time.Millisecond), 10))
 	}
 }
 

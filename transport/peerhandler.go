@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
@@ -140,16 +141,46 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v.NoStore = r.Header.Get(hdrNoStore) != ""
-		res, err := g.SetLocal(ctx, key, v)
-		writeWriteResult(w, res, err)
+		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.SetLocal(ctx, key, v) })
 	case http.MethodDelete:
 		if r.Header.Get(hdrScope) == scopeCopy[0] {
 			g.DropLocal(key)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		res, err := g.RemoveLocal(ctx, key)
+		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.RemoveLocal(ctx, key) })
+	}
+}
+
+// applyWrite applies a write as the key's owner and answers it. The owner
+// may wait up to a contact lease for a node it cannot reach; meanwhile a
+// ringcache requester is sent 102 Processing every PeerTimeout/3, so that
+// it can tell a waiting owner from a hung one.
+func (h *peerHandler) applyWrite(w http.ResponseWriter, r *http.Request, apply func() (cache.WriteResult, error)) {
+	if r.Header.Get(hdrPeer) == "" {
+		res, err := apply()
 		writeWriteResult(w, res, err)
+		return
+	}
+	type result struct {
+		res cache.WriteResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := apply()
+		done <- result{res, err}
+	}()
+	tick := time.NewTicker(h.pool.cfg.PeerTimeout / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case d := <-done:
+			writeWriteResult(w, d.res, d.err)
+			return
+		case <-tick.C:
+			w.WriteHeader(http.StatusProcessing)
+		}
 	}
 }
 

@@ -29,6 +29,9 @@ const (
 	hdrContentType = "X-Ringcache-Content-Type"
 	// hdrExpires carries the value's expiry (RFC 3339, nanoseconds).
 	hdrExpires = "X-Ringcache-Expires"
+	// hdrStale marks a value served past its expiry (a stale window) and
+	// carries its age in milliseconds.
+	hdrStale = "X-Ringcache-Stale"
 	// hdrNoStore marks a value the origin asked not to cache.
 	hdrNoStore = "X-Ringcache-No-Store"
 	// hdrNotFound marks a 404 that means "the origin does not have the key",

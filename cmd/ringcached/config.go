@@ -59,20 +59,22 @@ type Config struct {
 // GroupSpec describes one group and its origin. Zero values select the
 // defaults documented in groupFields.
 type GroupSpec struct {
-	Name          string
-	Origin        string // "demo", "http" or "dir"
-	URL           string // http: URL template with {group} and {key}
-	Dir           string // dir: the directory
-	Bytes         int64
-	HotBytes      int64 // 0: Bytes/8; negative: no hot cache
-	TTL           time.Duration
-	NotFoundTTL   time.Duration
-	ErrorTTL      time.Duration // 0: the cache's default; negative: off
-	LoadTimeout   time.Duration
-	MaxValueBytes int64
-	Timeout       time.Duration // http: per request
-	DemoSize      int
-	DemoLatency   time.Duration
+	Name                 string
+	Origin               string // "demo", "http" or "dir"
+	URL                  string // http: URL template with {group} and {key}
+	Dir                  string // dir: the directory
+	Bytes                int64
+	HotBytes             int64 // 0: Bytes/8; negative: no hot cache
+	TTL                  time.Duration
+	NotFoundTTL          time.Duration
+	ErrorTTL             time.Duration // 0: the cache's default; negative: off
+	StaleWhileRevalidate time.Duration
+	StaleIfError         time.Duration
+	LoadTimeout          time.Duration
+	MaxValueBytes        int64
+	Timeout              time.Duration // http: per request
+	DemoSize             int
+	DemoLatency          time.Duration
 }
 
 // Origins a group can have.
@@ -208,6 +210,10 @@ var groupFields = []groupField{
 			}
 			return parseDuration(&g.ErrorTTL, v)
 		}},
+	{name: "stale-while-revalidate", def: "0s (off)", usage: "how long past its expiry a value is still served while one background load refreshes it (RFC 5861)",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleWhileRevalidate, v) }},
+	{name: "stale-if-error", def: "0s (off)", usage: "how long past its expiry a value is served instead of an error when the origin fails (RFC 5861)",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleIfError, v) }},
 	{name: "load-timeout", def: "30s", usage: "bound on one origin load",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
 	{name: "max-value-bytes", def: "1MiB", usage: "largest value accepted from the origin or a PUT",
@@ -596,6 +602,10 @@ func (g *GroupSpec) validate() error {
 		return fmt.Errorf("not-found-ttl %v: must not be negative", g.NotFoundTTL)
 	case g.ErrorTTL < -1:
 		return fmt.Errorf("error-ttl %v: must not be negative", g.ErrorTTL)
+	case g.StaleWhileRevalidate < 0:
+		return fmt.Errorf("stale-while-revalidate %v: must not be negative", g.StaleWhileRevalidate)
+	case g.StaleIfError < 0:
+		return fmt.Errorf("stale-if-error %v: must not be negative", g.StaleIfError)
 	case g.LoadTimeout < 0:
 		return fmt.Errorf("load-timeout %v: must not be negative", g.LoadTimeout)
 	case g.Timeout < 0:

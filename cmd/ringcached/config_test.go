@@ -173,6 +173,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "zero peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "0s"}, want: []string{"peer-timeout", "> 0"}},
 		{name: "negative copy lease", args: []string{"-group", demoGroup, "-copy-lease", "-1s"}, want: []string{"copy-lease", "> 0"}},
 		{name: "negative error ttl", args: []string{"-group", "name=a,origin=demo,error-ttl=-2s"}, want: []string{"error-ttl"}},
+		{name: "negative stale window", args: []string{"-group", "name=a,origin=demo,stale-if-error=-1s"}, want: []string{"stale-if-error"}},
 		{name: "log level", args: []string{"-group", demoGroup, "-log-level", "loud"}, want: []string{"log-level", "loud"}},
 		{name: "log format", args: []string{"-group", demoGroup, "-log-format", "xml"}, want: []string{"log-format"}},
 		{name: "listen", args: []string{"-group", demoGroup, "-listen", "8080"}, want: []string{"listen"}},

@@ -174,15 +174,17 @@ func (n *node) addGroup(g GroupSpec) error {
 		return err
 	}
 	_, err = n.cache.NewGroup(cache.GroupConfig{
-		Name:          g.Name,
-		Getter:        n.metrics.timedGetter(g.Name, getter),
-		MaxBytes:      g.Bytes,
-		HotBytes:      g.HotBytes,
-		TTL:           g.TTL,
-		NotFoundTTL:   g.NotFoundTTL,
-		ErrorTTL:      g.ErrorTTL,
-		LoadTimeout:   g.LoadTimeout,
-		MaxValueBytes: g.MaxValueBytes,
+		Name:                 g.Name,
+		Getter:               n.metrics.timedGetter(g.Name, getter),
+		MaxBytes:             g.Bytes,
+		HotBytes:             g.HotBytes,
+		TTL:                  g.TTL,
+		NotFoundTTL:          g.NotFoundTTL,
+		ErrorTTL:             g.ErrorTTL,
+		StaleWhileRevalidate: g.StaleWhileRevalidate,
+		StaleIfError:         g.StaleIfError,
+		LoadTimeout:          g.LoadTimeout,
+		MaxValueBytes:        g.MaxValueBytes,
 	})
 	return err
 }

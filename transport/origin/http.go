@@ -171,6 +171,7 @@ func (h *HTTP) Get(ctx context.Context, key string) (cache.Value, error) {
 	}
 	v := cache.Value{Data: data, ContentType: resp.Header.Get("Content-Type")}
 	v.Expires, v.NoStore = freshness(resp.Header, time.Now())
+	v.StaleWhileRevalidate, v.StaleIfError = staleWindows(resp.Header)
 	return v, nil
 }
 
@@ -256,6 +257,28 @@ func freshness(h http.Header, now time.Time) (expires time.Time, noStore bool) {
 		return time.Time{}, true
 	}
 	return now.Add(lifetime), false
+}
+
+// staleWindows returns the upstream's stale-while-revalidate and
+// stale-if-error Cache-Control extensions (RFC 5861), zero where absent or
+// invalid: the group's own windows apply then.
+func staleWindows(h http.Header) (swr, sie time.Duration) {
+	for _, line := range h.Values("Cache-Control") {
+		for d := range strings.SplitSeq(line, ",") {
+			name, arg, _ := strings.Cut(strings.TrimSpace(d), "=")
+			n, ok := seconds(strings.Trim(strings.TrimSpace(arg), `"`))
+			if !ok {
+				continue
+			}
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case "stale-while-revalidate":
+				swr = n
+			case "stale-if-error":
+				sie = n
+			}
+		}
+	}
+	return swr, sie
 }
 
 // seconds parses a delta-seconds value; values too large to represent are

@@ -401,3 +401,24 @@ func TestHTTPUnreachable(t *testing.T) {
 		t.Fatalf("err = %v, want a connection error that is not ErrNotFound", err)
 	}
 }
+
+func TestStaleWindows(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cc       []string
+		swr, sie time.Duration
+	}{
+		{nil, 0, 0},
+		{[]string{"max-age=60, stale-while-revalidate=30"}, 30 * time.Second, 0},
+		{[]string{"max-age=60", `stale-if-error="600", Stale-While-Revalidate=5`}, 5 * time.Second, 10 * time.Minute},
+		{[]string{"stale-while-revalidate=soon, stale-if-error=-1"}, 0, 0},
+	} {
+		h := http.Header{}
+		for _, v := range tt.cc {
+			h.Add("Cache-Control", v)
+		}
+		if swr, sie := staleWindows(h); swr != tt.swr || sie != tt.sie {
+			t.Errorf("staleWindows(%q) = %v, %v; want %v, %v", tt.cc, swr, sie, tt.swr, tt.sie)
+		}
+	}
+}

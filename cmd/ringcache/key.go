@@ -62,6 +62,9 @@ type getResult struct {
 	ETag        string `json:"etag"`
 	// MaxAge is the seconds the value has left, when it expires.
 	MaxAge *int64 `json:"max_age,omitempty"`
+	// Age is set on a stale answer (served past its expiry within the
+	// group's stale windows): seconds since the value was loaded.
+	Age *int64 `json:"age,omitempty"`
 	// Value is the value when it is valid UTF-8, else ValueBase64 holds it.
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
@@ -103,6 +106,9 @@ func runGet(ctx context.Context, args []string, env environ) error {
 		ContentType: a.Header.Get("Content-Type"), ETag: a.Header.Get("ETag")}
 	if age, ok := maxAge(a.Header.Get("Cache-Control")); ok {
 		res.MaxAge = &age
+	}
+	if age, err := strconv.ParseInt(a.Header.Get("Age"), 10, 64); err == nil {
+		res.Age = &age
 	}
 	if utf8.Valid(a.Body) {
 		s := string(a.Body)

@@ -354,3 +354,22 @@ func TestNotFoundTellsKeyFromGroup(t *testing.T) {
 		}
 	}
 }
+
+func TestGetStaleAnswer(t *testing.T) {
+	t.Parallel()
+	// A stale answer, as a node inside a group's stale window gives it.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Age", "7")
+		w.Header().Set("Cache-Control", "max-age=0")
+		w.Write([]byte("old"))
+	}))
+	t.Cleanup(srv.Close)
+	r := cli(t, "", urlEnv(srv.URL), "get", "-o", "json", "k")
+	var got getResult
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.err != nil {
+		t.Fatalf("get: %v %v", r.err, err)
+	}
+	if got.Age == nil || *got.Age != 7 || got.MaxAge == nil || *got.MaxAge != 0 || *got.Value != "old" {
+		t.Errorf("get of a stale value = %+v", got)
+	}
+}

@@ -1,0 +1,76 @@
+package cache
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHotKeys checks the order HotKeys reports: by the sketch's estimate,
+// then most recently used first, with main-cache keys left out.
+func TestHotKeys(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	// Node 1 owns every key but the "own" ones; node 0's copies go hot on
+	// their first miss and the counts never halve during the test.
+	owner := func(key string) int {
+		if strings.HasPrefix(key, "own") {
+			return 0
+		}
+		return 1
+	}
+	c := newCluster(t, 2, owner, GroupConfig{MaxBytes: 1 << 20, HotAfter: 1, HotWindow: time.Hour}, o.getter)
+	g := c.groups[0]
+	for _, k := range []string{"a", "b", "c", "own1", "d", "e"} {
+		mustGet(t, g, k, "v:"+k)
+	}
+	for range 3 {
+		g.freq.add("b")
+	}
+	g.freq.add("c")
+	mustGet(t, g, "a", "v:a") // a hot hit: a is now the most recently used
+
+	got := g.HotKeys(10)
+	var keys []string
+	var ests []int
+	for _, h := range got {
+		keys = append(keys, h.Key)
+		ests = append(ests, h.Estimate)
+		e, ok := g.hot.get(h.Key)
+		if !ok || h.Bytes != e.size {
+			t.Errorf("%s: Bytes %d, entry %v %d", h.Key, h.Bytes, ok, e.size)
+		}
+	}
+	if want := []string{"b", "c", "a", "e", "d"}; !slices.Equal(keys, want) {
+		t.Errorf("HotKeys = %v (estimates %v), want %v", keys, ests, want)
+	}
+	if want := []int{4, 2, 1, 1, 1}; !slices.Equal(ests, want) {
+		t.Errorf("estimates = %v, want %v", ests, want)
+	}
+	if top := g.HotKeys(2); len(top) != 2 || top[0].Key != "b" || top[1].Key != "c" {
+		t.Errorf("HotKeys(2) = %+v", top)
+	}
+	if g.HotKeys(0) != nil {
+		t.Error("HotKeys(0) is not nil")
+	}
+	// The owner keeps the keys in its main cache: nothing is hot there.
+	if hot := c.groups[1].HotKeys(10); len(hot) != 0 {
+		t.Errorf("owner's HotKeys = %+v, want none", hot)
+	}
+}
+
+// TestHotKeysSkipsExpired checks that a hot copy past its expiry is not
+// reported, though the LRU still holds it.
+func TestHotKeysSkipsExpired(t *testing.T) {
+	t.Parallel()
+	l := newLRU(1 << 20)
+	now := time.Now()
+	l.add("old", entry{v: Value{Expires: now.Add(-time.Second)}, size: 10}, nil, 0)
+	l.add("new", entry{v: Value{Expires: now.Add(time.Hour)}, size: 20}, nil, 0)
+	l.add("forever", entry{size: 30}, nil, 0)
+	got := l.recent(now)
+	if len(got) != 2 || got[0] != (HotKey{Key: "forever", Bytes: 30}) || got[1] != (HotKey{Key: "new", Bytes: 20}) {
+		t.Errorf("recent = %+v", got)
+	}
+}

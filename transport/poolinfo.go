@@ -17,7 +17,7 @@ import (
 type RingInfo struct {
 	Self    string
 	Version uint64
-	Members []MemberInfo          // sorted by URL, this node included
+	Members []MemberInfo         // sorted by URL, this node included
 	Arcs    []consistenthash.Arc // consistenthash.Map.Arcs
 }
 

@@ -87,19 +87,19 @@ type Member struct {
 // Group is one cache group's numbers. Counters count since the process
 // started, as /metrics does; the rates are over the last few seconds.
 type Group struct {
-	Name         string `json:"name"`
-	Gets         int64  `json:"gets"`
-	MainHits     int64  `json:"main_hits"`
-	HotHits      int64  `json:"hot_hits"`
-	OriginLoads  int64  `json:"origin_loads"` // loads by this node's origin
-	PeerLoads    int64  `json:"peer_loads"`   // values fetched from owners
-	Evictions    int64  `json:"evictions"`
-	MainBytes    int64  `json:"main_bytes"`
-	HotBytes     int64  `json:"hot_bytes"`
-	MaxBytes     int64  `json:"max_bytes"`     // main and hot together
-	HotMaxBytes  int64  `json:"hot_max_bytes"` // the hot cache's part
-	MainItems    int64  `json:"main_items"`
-	HotItems     int64  `json:"hot_items"`
+	Name        string `json:"name"`
+	Gets        int64  `json:"gets"`
+	MainHits    int64  `json:"main_hits"`
+	HotHits     int64  `json:"hot_hits"`
+	OriginLoads int64  `json:"origin_loads"` // loads by this node's origin
+	PeerLoads   int64  `json:"peer_loads"`   // values fetched from owners
+	Evictions   int64  `json:"evictions"`
+	MainBytes   int64  `json:"main_bytes"`
+	HotBytes    int64  `json:"hot_bytes"`
+	MaxBytes    int64  `json:"max_bytes"`     // main and hot together
+	HotMaxBytes int64  `json:"hot_max_bytes"` // the hot cache's part
+	MainItems   int64  `json:"main_items"`
+	HotItems    int64  `json:"hot_items"`
 	// GetsPerSec and LoadsPerSec (origin loads) are nil until two samples
 	// a second apart exist.
 	GetsPerSec  *float64 `json:"gets_per_s"`

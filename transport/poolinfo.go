@@ -17,6 +17,10 @@ import (
 type RingInfo struct {
 	Self    string
 	Version uint64
+	// Since is when this node started routing with Version, as far as it
+	// can tell: the first peer request or Info call that saw it. A version
+	// a member reported before then says nothing about the current ring.
+	Since   time.Time
 	Members []MemberInfo         // sorted by URL, this node included
 	Arcs    []consistenthash.Arc // consistenthash.Map.Arcs
 }
@@ -43,11 +47,35 @@ type seenVersion struct {
 	at      atomic.Int64 // Unix nanoseconds
 }
 
-// peerVersions holds each member's last reported ring version, by base URL.
-// It is written on every peer request and response, so it is a sync.Map
-// of atomics that a request only loads once the peer has an entry.
+// peerVersions holds each member's last reported ring version, by base URL,
+// and when this node's own ring version was first seen. It is written on
+// every peer request and response, so it is a sync.Map of atomics that a
+// request only loads once the peer has an entry.
 type peerVersions struct {
-	m sync.Map // string -> *seenVersion
+	m    sync.Map // string -> *seenVersion
+	ours atomic.Pointer[ringSince]
+}
+
+// ringSince is this node's ring version and when it was first seen.
+type ringSince struct {
+	version uint64
+	since   int64 // Unix nanoseconds
+}
+
+// since returns when st's ring version was first seen, which is now if
+// this is the first time.
+func (v *peerVersions) since(st *poolState, now int64) int64 {
+	for {
+		cur := v.ours.Load()
+		if cur != nil && cur.version == st.ring.Version() {
+			return cur.since
+		}
+		// Two callers racing on a new version: one CAS wins and the other
+		// rereads its value, so both return the same time.
+		if v.ours.CompareAndSwap(cur, &ringSince{version: st.ring.Version(), since: now}) {
+			return now
+		}
+	}
 }
 
 // seenGranularity is how stale SeenAt may be: refreshing it at most this
@@ -76,10 +104,16 @@ func (p *Pool) noteVersion(st *poolState, peer, header string) {
 		e, _ = p.versions.m.LoadOrStore(peer, new(seenVersion))
 	}
 	s := e.(*seenVersion)
+	now := p.now().UnixNano()
+	// A report that lands before the first sight of our own ring's version
+	// would look stale: note the version first.
+	since := p.versions.since(st, now)
 	if s.version.Load() != v {
 		s.version.Store(v)
+		s.at.Store(now)
+		return
 	}
-	if now := p.now().UnixNano(); now-s.at.Load() >= int64(seenGranularity) {
+	if at := s.at.Load(); now-at >= int64(seenGranularity) || at < since {
 		s.at.Store(now)
 	}
 }
@@ -91,7 +125,8 @@ func (p *Pool) Info() RingInfo {
 	st := p.state.Load()
 	now := p.now()
 	shares := st.ring.Shares()
-	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs()}
+	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs(),
+		Since: time.Unix(0, p.versions.since(st, now.UnixNano()))}
 	for _, m := range st.members {
 		mi := MemberInfo{URL: m, Self: m == p.cfg.Self, Weight: st.ring.Weight(m), Share: shares[m]}
 		if mi.Self {
@@ -141,8 +176,8 @@ func (pe *peer) suspected(now time.Time) bool {
 	return until != 0 && now.UnixNano() < until
 }
 
-// ProbeVersions asks every peer that has not been heard from within fresh
-// for its ring version, so that a status page can tell whether the nodes
+// ProbeVersions asks every peer that has not been heard from within fresh,
+// or not since this node's ring last changed, for its ring version, so that a status page can tell whether the nodes
 // agree on an idle cluster too. A probe is a signed GET of the base path
 // itself, which the peer route answers with its version and an error
 // status before it looks at any group; it goes around the peer clients, so
@@ -152,14 +187,17 @@ func (pe *peer) suspected(now time.Time) bool {
 func (p *Pool) ProbeVersions(ctx context.Context, fresh time.Duration) {
 	st := p.state.Load()
 	now := p.now()
+	since := p.versions.since(st, now.UnixNano())
 	var wg sync.WaitGroup
 	for _, m := range st.members {
 		pe, ok := st.peers[m]
 		if !ok || pe.suspected(now) {
 			continue
 		}
-		if e, ok := p.versions.m.Load(m); ok && now.Sub(time.Unix(0, e.(*seenVersion).at.Load())) < fresh {
-			continue
+		if e, ok := p.versions.m.Load(m); ok {
+			if at := e.(*seenVersion).at.Load(); at >= since && now.Sub(time.Unix(0, at)) < fresh {
+				continue
+			}
 		}
 		wg.Go(func() { p.probeVersion(ctx, st, pe) })
 	}
@@ -192,11 +230,12 @@ func (p *Pool) probeVersion(ctx context.Context, st *poolState, pe *peer) {
 
 // Agreement sums up Info's members: how many reported this node's ring
 // version within fresh of now, how many reported another one, and how many
-// have not been heard from within fresh. This node counts as agreeing.
+// have not been heard from within fresh or since Since. This node counts as
+// agreeing.
 func (r RingInfo) Agreement(now time.Time, fresh time.Duration) (agree, differ, unknown int) {
 	for _, m := range r.Members {
 		switch {
-		case m.SeenAt.IsZero() || now.Sub(m.SeenAt) > fresh:
+		case m.SeenAt.IsZero() || m.SeenAt.Before(r.Since) || now.Sub(m.SeenAt) > fresh:
 			unknown++
 		case m.SeenVersion == r.Version:
 			agree++

@@ -111,9 +111,18 @@ func TestPoolInfoVersions(t *testing.T) {
 	if err := a.pool.Set(a.url, nodes[1].url); err != nil {
 		t.Fatal(err)
 	}
-	a.pool.Info()
+	info = a.pool.Info()
 	if _, ok := a.pool.versions.m.Load(nodes[2].url); ok {
 		t.Error("the version of a departed member is still kept")
+	}
+	// What b reported was about a's old ring: it no longer counts, and a
+	// probe (even with a fresh report in hand) asks b again.
+	if agree, differ, unknown := info.Agreement(time.Now(), time.Minute); agree != 1 || differ != 0 || unknown != 1 {
+		t.Errorf("after a's ring changed: agree %d differ %d unknown %d, want 1 0 1", agree, differ, unknown)
+	}
+	a.pool.ProbeVersions(t.Context(), time.Hour)
+	if agree, differ, unknown := a.pool.Info().Agreement(time.Now(), time.Minute); agree != 1 || differ != 1 || unknown != 0 {
+		t.Errorf("after a probe: agree %d differ %d unknown %d, want 1 1 0 (b still has three members)", agree, differ, unknown)
 	}
 }
 

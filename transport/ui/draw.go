@@ -115,7 +115,8 @@ func decorate(s *Snapshot) {
 		m.Path = arcsPath(m.Arcs)
 	}
 	s.Agreement.Text = agreementText(s.Agreement)
+	s.Palette = palette
 	if s.Key != nil {
-		s.Key.X, s.Key.Y = point(uint64(s.Key.Hash), ringRadius)
+		s.Key.Angle = 360 * float64(s.Key.Hash) / circle
 	}
 }

@@ -163,6 +163,7 @@ var funcs = template.FuncMap{
 	},
 	"clock": func(t time.Time) string { return t.UTC().Format("15:04:05") },
 	"hex":   func(h uint32) string { return fmt.Sprintf("%08x", h) },
+	"deg":   func(f float64) string { return fmt.Sprintf("rotate(%.2f)", f) },
 }
 
 // agreementText is the one-line verdict on the ring versions.
@@ -174,7 +175,7 @@ func agreementText(a Agreement) string {
 	case a.Differ > 0:
 		return fmt.Sprintf("%d of %d nodes report another ring", a.Differ, n)
 	}
-	return fmt.Sprintf("%d of %d nodes not heard from in %v", a.Unknown, n, a.Fresh)
+	return fmt.Sprintf("%d of %d nodes not heard from since the ring changed or in %v", a.Unknown, n, a.Fresh)
 }
 
 // formatBytes writes n in binary units with one decimal: 0 B, 512 B,

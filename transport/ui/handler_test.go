@@ -121,8 +121,8 @@ func TestPageRendersWithoutScript(t *testing.T) {
 		!strings.Contains(body, `<g class="member" data-member="http://a:1">`) {
 		t.Error("the owner's arcs are not the highlighted ones")
 	}
-	if strings.Contains(body, `id="keymark" class="hidden"`) {
-		t.Error("the key's mark is hidden")
+	if !strings.Contains(body, `<g id="keymark" transform="rotate(90.00)">`) {
+		t.Error("the key's mark is not at a quarter turn")
 	}
 }
 
@@ -141,8 +141,8 @@ func TestStateJSON(t *testing.T) {
 		s.Members[1].URL != evilMember || s.Agreement.Text != "all 2 nodes agree" {
 		t.Errorf("members %+v, agreement %+v", s.Members, s.Agreement)
 	}
-	// Hash 2^30 is a quarter turn clockwise from the top: right of centre.
-	if s.Key == nil || s.Key.Key != "hello" || math.Abs(s.Key.X-ringRadius) > 1e-9 || math.Abs(s.Key.Y) > 1e-9 {
+	// Hash 2^30 is a quarter turn clockwise from the top.
+	if s.Key == nil || s.Key.Key != "hello" || s.Key.Angle != 90 || len(s.Palette) < 2 {
 		t.Errorf("key = %+v", s.Key)
 	}
 	_, body = fetch(t, srv.URL+"/ui/state")

@@ -32,6 +32,10 @@ type Snapshot struct {
 	Timeline  []Event   `json:"timeline"`
 	// Key is the answer to the page's "where is this key?" box.
 	Key *Location `json:"key,omitempty"`
+	// Palette is the members' colours in order; filled in by the handler.
+	// The page's script keeps a member's colour while it stays, giving
+	// newcomers colours that no current member has.
+	Palette []string `json:"palette"`
 }
 
 // Etcd is this node's connection to etcd.
@@ -150,8 +154,7 @@ type Location struct {
 	Owner   string `json:"owner"`
 	Hash    uint32 `json:"hash"`
 	Version string `json:"version"`
-	// X and Y are the key's mark on the drawn circle; filled in by the
-	// handler.
-	X float64 `json:"x"`
-	Y float64 `json:"y"`
+	// Angle is where the key's mark goes on the drawn circle, in degrees
+	// clockwise from the top; filled in by the handler.
+	Angle float64 `json:"angle"`
 }

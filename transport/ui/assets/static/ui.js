@@ -11,6 +11,29 @@
   const $ = (id) => document.getElementById(id);
   let key = new URLSearchParams(location.search).get("key") || "";
   let timer = null;
+  // Each member keeps the colour it was first drawn with while it stays in
+  // the ring: a join or a leave does not repaint the others.
+  const colors = new Map();
+  function keepColors(s) {
+    const present = new Set(s.members.map((m) => m.url));
+    for (const url of [...colors.keys()]) if (!present.has(url)) colors.delete(url);
+    const used = new Set(colors.values());
+    let next = 0;
+    for (const m of s.members) {
+      if (!colors.has(m.url)) {
+        while (next < s.palette.length && used.has(s.palette[next])) next++;
+        const c = next < s.palette.length ? s.palette[next] : m.color;
+        colors.set(m.url, c);
+        used.add(c);
+      }
+      m.color = colors.get(m.url);
+    }
+  }
+  // The first colours are the ones the server drew.
+  for (const g of document.querySelectorAll("#arcs g.member")) {
+    const p = g.querySelector("path");
+    if (p) colors.set(g.dataset.member, p.getAttribute("stroke"));
+  }
 
   // The formats of handler.go's template functions.
   const pct = (f) => (100 * f).toFixed(1) + "%";
@@ -54,12 +77,9 @@
     arcs.replaceChildren(...groups);
     const mark = $("keymark");
     if (s.key) {
-      mark.replaceChildren(
-        svg("line", { x1: 0, y1: 0, x2: s.key.x, y2: s.key.y }),
-        svg("circle", { cx: s.key.x, cy: s.key.y, r: 5 }));
+      mark.setAttribute("transform", "rotate(" + s.key.angle.toFixed(2) + ")");
       mark.setAttribute("class", "");
     } else {
-      mark.replaceChildren();
       mark.setAttribute("class", "hidden");
     }
     $("ring-label").textContent = s.members.length + " members";
@@ -156,6 +176,7 @@
   }
 
   function draw(s) {
+    keepColors(s);
     drawSummary(s);
     drawRing(s);
     drawKey(s);

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,10 +18,6 @@ import (
 type RingInfo struct {
 	Self    string
 	Version uint64
-	// Since is when this node started routing with Version, as far as it
-	// can tell: the first peer request or Info call that saw it. A version
-	// a member reported before then says nothing about the current ring.
-	Since   time.Time
 	Members []MemberInfo         // sorted by URL, this node included
 	Arcs    []consistenthash.Arc // consistenthash.Map.Arcs
 }
@@ -35,56 +32,43 @@ type MemberInfo struct {
 	// could not reach it lately and skips it (see Suspected).
 	Suspected bool
 	// SeenVersion is the ring version the member last sent with a peer
-	// request or response, and SeenAt when; SeenAt is zero when nothing
-	// has been heard from it. For this node: its own version, now.
+	// request or response. SeenAt is when it was heard from, at the
+	// latest: it may have been heard from since (see Info). SeenAt is zero
+	// when nothing has been heard from it. SeenStale is set when this
+	// node's ring has changed since that report, which then says nothing
+	// about the current ring. For this node: its own version, now.
 	SeenVersion uint64
 	SeenAt      time.Time
+	SeenStale   bool
 }
 
-// seenVersion is the ring version last heard from one peer.
+// seenVersion is what was last heard from one peer.
 type seenVersion struct {
-	version atomic.Uint64
-	at      atomic.Int64 // Unix nanoseconds
+	theirs atomic.Uint64 // the peer's ring version
+	ours   atomic.Uint64 // this node's ring version when it was heard
+	at     atomic.Int64  // Unix nanoseconds; see noteVersion
+	// looked is set by Info: the next report reads the clock into at.
+	looked atomic.Bool
 }
 
-// peerVersions holds each member's last reported ring version, by base URL,
-// and when this node's own ring version was first seen. It is written on
-// every peer request and response, so it is a sync.Map of atomics that a
-// request only loads once the peer has an entry.
+// peerVersions holds each member's last reported ring version, by base
+// URL. It is touched on every peer request and response, so it is a
+// sync.Map of atomics that a request only reads once the peer has an
+// entry, until a look (Info, ProbeVersions) asks for a new time.
 type peerVersions struct {
-	m    sync.Map // string -> *seenVersion
-	ours atomic.Pointer[ringSince]
+	m       sync.Map    // string -> *seenVersion
+	probing atomic.Bool // a ProbeVersions is running
 }
-
-// ringSince is this node's ring version and when it was first seen.
-type ringSince struct {
-	version uint64
-	since   int64 // Unix nanoseconds
-}
-
-// since returns when st's ring version was first seen, which is now if
-// this is the first time.
-func (v *peerVersions) since(st *poolState, now int64) int64 {
-	for {
-		cur := v.ours.Load()
-		if cur != nil && cur.version == st.ring.Version() {
-			return cur.since
-		}
-		// Two callers racing on a new version: one CAS wins and the other
-		// rereads its value, so both return the same time.
-		if v.ours.CompareAndSwap(cur, &ringSince{version: st.ring.Version(), since: now}) {
-			return now
-		}
-	}
-}
-
-// seenGranularity is how stale SeenAt may be: refreshing it at most this
-// often keeps every request from writing to a shared cache line.
-const seenGranularity = 100 * time.Millisecond
 
 // noteVersion records header, a peer's X-Ringcache-Ring-Version, as the
 // version peer last reported. Only members of st are recorded: a request
 // without a secret may claim any name, and the map must stay bounded.
+//
+// The clock is read only for the first report after a look or a change of
+// either version: on this machine kind a clock read costs as much as the
+// rest of the bookkeeping, and a page needs the time of a report no more
+// precisely than between two of its looks. So at is always the time of a
+// real report, never later than the latest one.
 func (p *Pool) noteVersion(st *poolState, peer, header string) {
 	if header == "" {
 		return
@@ -92,10 +76,11 @@ func (p *Pool) noteVersion(st *poolState, peer, header string) {
 	if _, ok := st.peers[peer]; !ok {
 		return
 	}
-	v := st.ring.Version()
+	ours := st.ring.Version()
+	theirs := ours
 	if header != st.versionHeader[0] {
 		var err error
-		if v, err = strconv.ParseUint(header, 16, 64); err != nil {
+		if theirs, err = strconv.ParseUint(header, 16, 64); err != nil {
 			return
 		}
 	}
@@ -104,18 +89,38 @@ func (p *Pool) noteVersion(st *poolState, peer, header string) {
 		e, _ = p.versions.m.LoadOrStore(peer, new(seenVersion))
 	}
 	s := e.(*seenVersion)
-	now := p.now().UnixNano()
-	// A report that lands before the first sight of our own ring's version
-	// would look stale: note the version first.
-	since := p.versions.since(st, now)
-	if s.version.Load() != v {
-		s.version.Store(v)
-		s.at.Store(now)
-		return
+	stamp := s.at.Load() == 0 || s.looked.Load()
+	if s.theirs.Load() != theirs {
+		s.theirs.Store(theirs)
+		stamp = true
 	}
-	if at := s.at.Load(); now-at >= int64(seenGranularity) || at < since {
-		s.at.Store(now)
+	if s.ours.Load() != ours {
+		s.ours.Store(ours)
+		stamp = true
 	}
+	if stamp {
+		// 1: a look sets looked, 2: a report stores at, 1: the look reads
+		// the old at: the look errs on the old side, which only makes the
+		// page ask the peer again.
+		s.at.Store(p.now().UnixNano())
+		s.looked.Store(false)
+	}
+}
+
+// look returns what was last heard from member m and asks the next report
+// for a fresh time.
+func (p *Pool) look(m string, current uint64) (mi MemberInfo, ok bool) {
+	e, ok := p.versions.m.Load(m)
+	if !ok {
+		return MemberInfo{}, false
+	}
+	s := e.(*seenVersion)
+	if !s.looked.Load() {
+		s.looked.Store(true)
+	}
+	mi.SeenVersion, mi.SeenAt = s.theirs.Load(), time.Unix(0, s.at.Load())
+	mi.SeenStale = s.ours.Load() != current
+	return mi, true
 }
 
 // Info returns the ring, its arcs and each member's share, weight, last
@@ -124,18 +129,17 @@ func (p *Pool) noteVersion(st *poolState, peer, header string) {
 func (p *Pool) Info() RingInfo {
 	st := p.state.Load()
 	now := p.now()
+	suspected := p.Suspected()
 	shares := st.ring.Shares()
-	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs(),
-		Since: time.Unix(0, p.versions.since(st, now.UnixNano()))}
+	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs()}
 	for _, m := range st.members {
 		mi := MemberInfo{URL: m, Self: m == p.cfg.Self, Weight: st.ring.Weight(m), Share: shares[m]}
 		if mi.Self {
 			mi.SeenVersion, mi.SeenAt = info.Version, now
 		} else {
-			mi.Suspected = st.peers[m].suspected(now)
-			if e, ok := p.versions.m.Load(m); ok {
-				s := e.(*seenVersion)
-				mi.SeenVersion, mi.SeenAt = s.version.Load(), time.Unix(0, s.at.Load())
+			mi.Suspected = slices.Contains(suspected, m)
+			if seen, ok := p.look(m, info.Version); ok {
+				mi.SeenVersion, mi.SeenAt, mi.SeenStale = seen.SeenVersion, seen.SeenAt, seen.SeenStale
 			}
 		}
 		info.Members = append(info.Members, mi)
@@ -158,6 +162,7 @@ func (p *Pool) Locate(key string) (owner string, hash uint32, version uint64) {
 
 // Suspected returns the base URLs of the peers whose circuit is open: a
 // dial to them failed lately, and requests skip them until it is retried.
+// Info and ProbeVersions read suspicion only through it.
 func (p *Pool) Suspected() []string {
 	st := p.state.Load()
 	now := p.now()
@@ -183,21 +188,24 @@ func (pe *peer) suspected(now time.Time) bool {
 // status before it looks at any group; it goes around the peer clients, so
 // it moves no metric and no circuit. Suspected peers are skipped. It
 // returns when every probe has answered or failed, within ctx and
-// Config.PeerTimeout.
+// Config.PeerTimeout. A call while another runs returns at once: however
+// many pages poll, a peer has at most one probe in flight from this node.
 func (p *Pool) ProbeVersions(ctx context.Context, fresh time.Duration) {
+	if !p.versions.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer p.versions.probing.Store(false)
 	st := p.state.Load()
 	now := p.now()
-	since := p.versions.since(st, now.UnixNano())
+	suspected := p.Suspected()
 	var wg sync.WaitGroup
 	for _, m := range st.members {
 		pe, ok := st.peers[m]
-		if !ok || pe.suspected(now) {
+		if !ok || slices.Contains(suspected, m) {
 			continue
 		}
-		if e, ok := p.versions.m.Load(m); ok {
-			if at := e.(*seenVersion).at.Load(); at >= since && now.Sub(time.Unix(0, at)) < fresh {
-				continue
-			}
+		if seen, ok := p.look(m, st.ring.Version()); ok && !seen.SeenStale && now.Sub(seen.SeenAt) < fresh {
+			continue
 		}
 		wg.Go(func() { p.probeVersion(ctx, st, pe) })
 	}
@@ -230,12 +238,12 @@ func (p *Pool) probeVersion(ctx context.Context, st *poolState, pe *peer) {
 
 // Agreement sums up Info's members: how many reported this node's ring
 // version within fresh of now, how many reported another one, and how many
-// have not been heard from within fresh or since Since. This node counts as
-// agreeing.
+// have not been heard from within fresh or since this node's ring changed.
+// This node counts as agreeing.
 func (r RingInfo) Agreement(now time.Time, fresh time.Duration) (agree, differ, unknown int) {
 	for _, m := range r.Members {
 		switch {
-		case m.SeenAt.IsZero() || m.SeenAt.Before(r.Since) || now.Sub(m.SeenAt) > fresh:
+		case m.SeenAt.IsZero() || m.SeenStale || now.Sub(m.SeenAt) > fresh:
 			unknown++
 		case m.SeenVersion == r.Version:
 			agree++

@@ -3,6 +3,7 @@ package transport
 import (
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -189,4 +190,87 @@ func TestPoolSuspected(t *testing.T) {
 	if _, ok := a.pool.versions.m.Load(b.url); ok {
 		t.Error("a suspected peer was probed")
 	}
+}
+
+// TestProbeVersionsOneAtATime checks that a probe while another is in
+// flight returns at once instead of sending a second request: page views
+// cannot pile requests onto a peer that accepts and never answers.
+func TestProbeVersionsOneAtATime(t *testing.T) {
+	t.Parallel()
+	arrived := make(chan struct{}, 8)
+	release := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(silent.Close)
+	p, err := NewPool(Config{Self: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	if err := p.Set(silent.URL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.ProbeVersions(t.Context(), 0)
+	}()
+	<-arrived
+	p.ProbeVersions(t.Context(), 0) // the first is in flight: nothing to do
+	select {
+	case <-done:
+		t.Fatal("the first probe ended before its peer answered")
+	default:
+	}
+	close(release)
+	<-done
+	if n := len(arrived); n != 0 {
+		t.Errorf("%d more probes reached the peer, want 0", n)
+	}
+}
+
+// BenchmarkNoteVersion measures what recording a peer's ring version adds
+// to every peer request and response, from many goroutines at once as a
+// loaded node does; compare it with BenchmarkPeerFetch in the same run.
+func BenchmarkNoteVersion(b *testing.B) {
+	p, err := NewPool(Config{Self: "http://10.0.0.1:8080"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	peers := []string{"http://10.0.0.1:8080", "http://10.0.0.2:8080", "http://10.0.0.3:8080"}
+	if err := p.Set(peers...); err != nil {
+		b.Fatal(err)
+	}
+	st := p.state.Load()
+	// The clock read alone, for scale: noteVersion reads it once.
+	b.Run("op=clock", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = p.now()
+			}
+		})
+	})
+	// A map lookup, for scale: noteVersion does one before anything else.
+	b.Run("op=lookup", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = st.peers[peers[1]]
+			}
+		})
+	})
+	b.Run("op=note", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				p.noteVersion(st, peers[1], st.versionHeader[0])
+			}
+		})
+	})
 }

@@ -203,6 +203,7 @@ func (u *uiState) Snapshot(ctx context.Context) ui.Snapshot {
 		if !m.SeenAt.IsZero() {
 			um.SeenVersion = fmt.Sprintf("%x", m.SeenVersion)
 			um.SeenAgo = max(now.Sub(m.SeenAt).Seconds(), 0)
+			um.SeenStale = m.SeenStale
 		}
 		s.Members = append(s.Members, um)
 	}

@@ -79,6 +79,8 @@ type Member struct {
 	// heard from it.
 	SeenVersion string  `json:"seen_version,omitempty"`
 	SeenAgo     float64 `json:"seen_ago_s"`
+	// SeenStale is set when this node's ring changed after that report.
+	SeenStale bool `json:"seen_stale,omitempty"`
 	// Arcs are the member's arcs of the hash circle: pairs of start and
 	// size, in hash values (size up to 2^32).
 	Arcs [][2]uint64 `json:"arcs"`

@@ -101,6 +101,7 @@
       const seen = el("td", { class: "seen" });
       if (m.seen_version) {
         seen.append(el("code", {}, m.seen_version), m.self ? " " : " " + ago(m.seen_ago_s));
+        if (m.seen_stale) seen.append(", before this node's ring changed");
       } else {
         seen.append("not heard from");
       }

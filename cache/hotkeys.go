@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -35,21 +34,39 @@ func (g *Group) HotKeys(n int) []HotKey {
 			hot[i].Estimate = est[i]
 		}
 	}
-	// Stable: among equal estimates the most recently used stays first.
-	slices.SortStableFunc(hot, func(a, b HotKey) int { return cmp.Compare(b.Estimate, a.Estimate) })
-	return slices.Clip(hot[:min(n, len(hot))])
+	// The top n by estimate, in one pass rather than a sort of every
+	// entry: hot is most recent first, and a later entry displaces an
+	// earlier one only with a strictly larger estimate, so among equal
+	// estimates the most recently used stays first.
+	top := make([]HotKey, 0, min(n, len(hot)))
+	for _, h := range hot {
+		if len(top) == n && h.Estimate <= top[n-1].Estimate {
+			continue
+		}
+		i := slices.IndexFunc(top, func(t HotKey) bool { return t.Estimate < h.Estimate })
+		if i < 0 {
+			i = len(top)
+		}
+		if len(top) == n {
+			top = top[:n-1]
+		}
+		top = slices.Insert(top, i, h)
+	}
+	return top
 }
 
 // recent returns the unexpired entries, most recently used first, without
-// marking them used.
+// marking them used. It holds the lock only to copy the list (two walks of
+// it, no lookups): hot hits wait on that lock.
 func (l *lru) recent(now time.Time) []HotKey {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	keys := l.c.Keys() // oldest first
+	vals := l.c.Values()
+	l.mu.Unlock()
 	out := make([]HotKey, 0, len(keys))
-	for _, k := range slices.Backward(keys) {
-		if e, ok := l.c.Peek(k); ok && !e.expired(now) {
-			out = append(out, HotKey{Key: k, Bytes: e.size})
+	for i := len(keys) - 1; i >= 0; i-- {
+		if !vals[i].expired(now) {
+			out = append(out, HotKey{Key: keys[i], Bytes: vals[i].size})
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport/ui"
 )
@@ -28,10 +29,10 @@ const (
 	// uiRateMin, however many pages poll.
 	uiRateWindow = 10 * time.Second
 	uiRateMin    = time.Second
-	// uiEvents is the length of the membership timeline; uiHotKeys the
-	// number of hot keys shown per group.
-	uiEvents  = 100
-	uiHotKeys = 10
+	// uiEvents is the length of the membership timeline; uiHotKeysShown
+	// the number of hot keys shown per group.
+	uiEvents       = 100
+	uiHotKeysShown = 10
 )
 
 // uiState is the node's side of the operator's page (ui.Source): it keeps
@@ -48,6 +49,15 @@ type uiState struct {
 	vanished map[string]bool // of those, the ones whose removal has not been recorded yet
 	events   []ui.Event      // oldest first, at most uiEvents
 	samples  []uiSample      // oldest first, within uiRateWindow
+	hot      map[string]uiHotKeys
+}
+
+// uiHotKeys is a group's hot keys as last read. Reading them walks the
+// whole hot cache, so however many pages poll, a group's are read at most
+// once per uiRateMin.
+type uiHotKeys struct {
+	at   time.Time
+	keys []ui.HotKey
 }
 
 // uiSample is every group's counters at one time.
@@ -60,7 +70,7 @@ type uiSample struct {
 var _ ui.Source = (*uiState)(nil)
 
 func newUIState(n *node) *uiState {
-	return &uiState{n: n, pending: map[string]bool{}, vanished: map[string]bool{}}
+	return &uiState{n: n, pending: map[string]bool{}, vanished: map[string]bool{}, hot: map[string]uiHotKeys{}}
 }
 
 // add appends an event, dropping the oldest past uiEvents. u.mu must be held.
@@ -218,10 +228,7 @@ func (u *uiState) Snapshot(ctx context.Context) ui.Snapshot {
 			OriginLoads: st.LocalLoads, PeerLoads: st.PeerLoads, Evictions: st.Evictions,
 			MainBytes: st.MainBytes, HotBytes: st.HotBytes, MainItems: st.MainItems, HotItems: st.HotItems,
 			MaxBytes: g.Config().MaxBytes, HotMaxBytes: max(g.Config().HotBytes, 0),
-			HotKeys: []ui.HotKey{},
-		}
-		for _, h := range g.HotKeys(uiHotKeys) {
-			ug.HotKeys = append(ug.HotKeys, ui.HotKey{Key: h.Key, Estimate: h.Estimate, Bytes: h.Bytes})
+			HotKeys: u.hotKeys(g, now),
 		}
 		s.Groups = append(s.Groups, ug)
 	}
@@ -248,6 +255,25 @@ func (u *uiState) Snapshot(ctx context.Context) ui.Snapshot {
 		s.Timeline = append(s.Timeline, e)
 	}
 	return s
+}
+
+// hotKeys returns g's hottest keys, read again if the last read is older
+// than uiRateMin.
+func (u *uiState) hotKeys(g *cache.Group, now time.Time) []ui.HotKey {
+	u.mu.Lock()
+	memo, ok := u.hot[g.Name()]
+	u.mu.Unlock()
+	if ok && now.Sub(memo.at) < uiRateMin {
+		return memo.keys
+	}
+	keys := []ui.HotKey{}
+	for _, h := range g.HotKeys(uiHotKeysShown) {
+		keys = append(keys, ui.HotKey{Key: h.Key, Estimate: h.Estimate, Bytes: h.Bytes})
+	}
+	u.mu.Lock()
+	u.hot[g.Name()] = uiHotKeys{at: now, keys: keys}
+	u.mu.Unlock()
+	return keys
 }
 
 // rateBase drops the samples older than uiRateWindow and returns the

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/ringcache/ringcache/peers"
@@ -425,6 +427,44 @@ func TestUIBrowser(t *testing.T) {
 		t.Errorf("location.search = %q: the key is not in the address to share", loc)
 	}
 	b.screenshot(t, "ui-3-nodes.png")
+	if errs := b.consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestUIBrowserNoScript loads the page with JavaScript off: the server's
+// rendering alone shows the ring, the numbers and the key's owner.
+func TestUIBrowserNoScript(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	c := startUICluster(t, 3)
+	traffic(t, c, 30, 4)
+	base := c.urls()[0]
+	var ring ringInfo
+	getJSON(t, base+"/debug/ring?key=hello", &ring)
+	noScript := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	})
+	b.do(t, noScript, chromedp.Navigate(base+"/ui/"),
+		chromedp.SetValue(chromedp.ID("key"), "hello"),
+		chromedp.Submit(chromedp.ID("where")), // a plain GET of the form: a new page
+		chromedp.WaitVisible(chromedp.CSS("#where-result .owner")))
+	if n := eval[int](t, b, `Number(document.body.dataset.updates || 0)`); n != 0 {
+		t.Fatalf("the script ran %d times with JavaScript off", n)
+	}
+	if n := eval[int](t, b, countArcGroups); n != 3 {
+		t.Errorf("%d arc groups, want 3", n)
+	}
+	hl := eval[[]string](t, b, `[...document.querySelectorAll("#arcs g.member.hl")].map(g => g.dataset.member)`)
+	if !slices.Equal(hl, []string{ring.Owner}) {
+		t.Errorf("highlighted %v, want hello's owner %s", hl, ring.Owner)
+	}
+	gets := eval[string](t, b, `document.querySelector('[data-group="demo"] [data-field="gets"]').textContent`)
+	if want := value(t, scrape(t, base), "ringcache_gets_total", "group", "demo"); gets != strconv.FormatFloat(want, 'f', -1, 64) {
+		t.Errorf("gets = %s, /metrics %v", gets, want)
+	}
+	b.screenshot(t, "ui-no-script.png")
 	if errs := b.consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}

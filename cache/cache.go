@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 )
@@ -44,32 +45,96 @@ type GetterFunc func(ctx context.Context, key string) (Value, error)
 // Get calls f(ctx, key).
 func (f GetterFunc) Get(ctx context.Context, key string) (Value, error) { return f(ctx, key) }
 
-// Peer is another node of the cluster, as seen by this one.
+// Peer is another node of the cluster, as seen by this one. A Peer names
+// itself with String (its address, for logs and WriteResult); two Peers with
+// the same String are the same node.
 type Peer interface {
 	// Fetch asks the peer for key's value. The peer serves it from its
 	// caches or loads it itself; it never forwards the request again.
 	//
 	// Fetch reports the peer's answer with the group's sentinels: an error
 	// matching ErrNotFound (the origin has no such key), ErrLoad (the peer's
-	// origin load failed; with context.DeadlineExceeded too if it timed out)
-	// or ErrBadKey is final, and Get returns it as it is. Any other error
-	// means the peer could not answer (unreachable, timeout, unknown group,
-	// bad response), and Get falls back to loading the key itself.
+	// origin load failed; with context.DeadlineExceeded too if it timed out,
+	// ErrTooLarge if the value was over the limit) or ErrBadKey is final,
+	// and Get returns it as it is. Any other error means the peer could not
+	// answer (unreachable, silent, unknown group, bad response), and Get
+	// falls back to loading the key itself.
 	Fetch(ctx context.Context, group, key string) (Value, error)
-	// Store sets key's value at the peer (its owner).
-	Store(ctx context.Context, group, key string, v Value) error
-	// Invalidate drops key from the peer's main and hot caches.
-	Invalidate(ctx context.Context, group, key string) error
+	// Store applies a write of key's value at the peer, its owner: the
+	// owner stores it and drops every other node's copy before it answers
+	// (see PeerPicker.DropCopies). ErrNotOwner means the peer does not own
+	// key by its own ring; the write was not applied.
+	Store(ctx context.Context, group, key string, v Value) (WriteResult, error)
+	// Remove applies a removal of key at the peer, its owner, which drops
+	// it and every other node's copy before it answers. ErrNotOwner as for
+	// Store.
+	Remove(ctx context.Context, group, key string) (WriteResult, error)
+	// Drop drops the peer's own copies of key (main and hot) and nothing
+	// else: it is how an owner reaches the other nodes after a write.
+	Drop(ctx context.Context, group, key string) error
+	fmt.Stringer
 }
 
-// PeerPicker chooses the owner of a key.
+// A Leaser is a Peer that grants this node a contact lease: the proof that
+// this node would have been told of a write at that peer. Copies of values
+// the peer owns are served from the hot cache only while the lease holds,
+// and never after it lapsed, even once it is renewed: epoch changes at each
+// lapse (and whenever the peer revoked the lease because it could not reach
+// this node), and a copy is served only under the epoch it was stored in.
+// A Peer that is no Leaser (a groupcache node) keeps the older rule: its
+// copies live for HotTTL.
+type Leaser interface {
+	// Contact returns the lease's epoch and whether the lease holds now.
+	Contact() (epoch uint64, ok bool)
+}
+
+// PeerPicker chooses the owner of a key and reaches the other nodes.
 type PeerPicker interface {
 	// PickPeer returns the peer that owns key, and false when this node
 	// owns it (or has no peers).
 	PickPeer(key string) (Peer, bool)
-	// Peers returns every peer but this node, for cluster-wide invalidation.
-	// It includes every peer that PickPeer can return.
-	Peers() []Peer
+	// DropCopies drops key's copies in group on every other node that may
+	// hold one, for an owner that has just applied a write. A node that does
+	// not answer is waited for until its contact lease with this node has
+	// lapsed, so that it can no longer serve the old value; DropCopies
+	// returns the names of such nodes (nil when every node was reached).
+	DropCopies(ctx context.Context, group, key string) (unreached []string)
+}
+
+// A Handoffer is a PeerPicker that knows which node owned a key before the
+// last ring change, so that a new owner can take the value from it instead
+// of loading it from the origin (a warm hand-off). The Node asks only within
+// Config.HandoffWindow of the change.
+type Handoffer interface {
+	// PreviousOwner returns the node that owned key by the ring before the
+	// last change, and false when that is this node or the key's current
+	// owner (nothing to take).
+	PreviousOwner(key string) (Peer, bool)
+}
+
+// A HandoffFetcher is a Peer that can hand over a value it holds.
+type HandoffFetcher interface {
+	// FetchHandoff returns the peer's value of key from its caches only:
+	// never from its origin, never forwarded. ErrNotFound: it holds none.
+	FetchHandoff(ctx context.Context, group, key string) (Value, error)
+}
+
+// A RingNotifier is a PeerPicker that tells when the ring changes, so that
+// a Node can drop the entries of keys it no longer owns. New registers with
+// a PeerPicker that implements it.
+type RingNotifier interface {
+	// NotifyRing arranges for f to be called after every change of the
+	// ring, once the new ring is in use, one call at a time.
+	NotifyRing(f func())
+}
+
+// WriteResult is what a Set or Remove that the owner applied reports.
+type WriteResult struct {
+	// Unreached names the nodes that could not be told to drop their copy
+	// (paused, partitioned). The owner waited until their contact leases
+	// lapsed before answering, so they will not serve the old value; they
+	// load the key again once they are back in contact.
+	Unreached []string
 }
 
 // NoPeers is the PeerPicker of a single node: it owns every key.
@@ -78,8 +143,8 @@ type NoPeers struct{}
 // PickPeer reports that this node owns key.
 func (NoPeers) PickPeer(string) (Peer, bool) { return nil, false }
 
-// Peers returns no peers.
-func (NoPeers) Peers() []Peer { return nil }
+// DropCopies has no other node to reach.
+func (NoPeers) DropCopies(context.Context, string, string) []string { return nil }
 
 // Config configures a Node.
 type Config struct {
@@ -87,6 +152,22 @@ type Config struct {
 	Peers PeerPicker
 	// Logger receives boundary events (peer errors, panics). If nil, discard.
 	Logger *slog.Logger
+	// Tenure, if not nil, says whether this node's claim to own its keys
+	// holds now, and under which term: with etcd membership, the term is the
+	// node's lease and ok is false while the lease may have expired (a node
+	// that was paused for longer than its TTL). Main-cache entries are
+	// served only while ok, and only under the term they were stored in, so
+	// a node that lost its registration and registered again never serves
+	// what it held before: the others owned its keys meanwhile. If nil, the
+	// claim always holds (static membership).
+	Tenure func() (term uint64, ok bool)
+	// HandoffWindow is how long after a ring change the node keeps the
+	// values of keys it no longer owns, for their new owners to take, and
+	// asks a key's previous owner before it loads a key it now owns from
+	// the origin. The kept values share the main cache's budget. If zero,
+	// one minute; negative: no hand-off (values of keys no longer owned are
+	// dropped at once).
+	HandoffWindow time.Duration
 }
 
 // GroupConfig configures a Group. Zero values select the documented defaults.
@@ -116,8 +197,15 @@ type GroupConfig struct {
 	// FallbackTTL is how long a value loaded locally, because its owner
 	// could not be reached, is served from the hot cache. If zero, 5s.
 	// GetLocal keeps a value it loads for a key this node does not own for
-	// FallbackTTL as well.
+	// FallbackTTL as well. Such copies are dropped as soon as the owner is
+	// in contact again.
 	FallbackTTL time.Duration
+	// ErrorTTL is how long a failed origin load (an error other than
+	// ErrNotFound, a value over MaxValueBytes included) is remembered: the
+	// callers in between get the same error, so that a failing origin sees
+	// one load per key and ErrorTTL from the whole cluster (only the owner
+	// loads). If zero, 1s; negative: errors are not remembered.
+	ErrorTTL time.Duration
 
 	// HotAfter is how many misses of a key owned by a peer, counted with
 	// decay (see HotWindow), make the fetched value go into the hot cache.

@@ -172,7 +172,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
 		key := keyOwnedBy(t, c.owner, 1)
 		start := time.Now()
-		v, err := c.groups[0].GetLocal(t.Context(), key)
+		v, err := c.groups[0].GetLocal(t.Context(), key, 0, nil)
 		if err != nil || string(v.Data) != "v:"+key {
 			t.Fatalf("GetLocal = %q, %v", v.Data, err)
 		}
@@ -188,7 +188,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 				s.MainItems, s.HotItems, s.PeerGets, s.LocalLoads)
 		}
 		time.Sleep(5 * time.Second)
-		if _, err := c.groups[0].GetLocal(t.Context(), key); err != nil {
+		if _, err := c.groups[0].GetLocal(t.Context(), key, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := o.loadsOf(key); !slices.Equal(got, []int{0, 0}) {
@@ -196,7 +196,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 		}
 		// For a key it owns, GetLocal fills the main cache.
 		own := keyOwnedBy(t, c.owner, 0)
-		if _, err := c.groups[0].GetLocal(t.Context(), own); err != nil {
+		if _, err := c.groups[0].GetLocal(t.Context(), own, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if s := c.groups[0].Stats(); s.MainItems != 1 {
@@ -382,7 +382,7 @@ func TestSetAndRemoveAcrossNodes(t *testing.T) {
 	ctx := t.Context()
 
 	// Set from a non-owner lands in the owner's main cache.
-	if err := c.groups[0].Set(ctx, key, Value{Data: []byte("set")}); err != nil {
+	if _, err := c.groups[0].Set(ctx, key, Value{Data: []byte("set")}); err != nil {
 		t.Fatal(err)
 	}
 	if c.peers[1].stores.Load() != 1 {
@@ -404,14 +404,17 @@ func TestSetAndRemoveAcrossNodes(t *testing.T) {
 		}
 	}
 
-	// Set from a non-owner drops that node's own hot copy.
-	if err := c.groups[2].Set(ctx, key, Value{Data: []byte("set2")}); err != nil {
+	// Set from a non-owner drops every hot copy, not only the writer's:
+	// node 0 serves the new value at once (read-your-writes from any node).
+	if _, err := c.groups[2].Set(ctx, key, Value{Data: []byte("set2")}); err != nil {
 		t.Fatal(err)
 	}
-	mustGet(t, c.groups[2], key, "set2")
+	for i := range 3 {
+		mustGet(t, c.groups[i], key, "set2")
+	}
 
 	// Remove from node 2: the owner's value and every hot copy go.
-	if err := c.groups[2].Remove(ctx, key); err != nil {
+	if _, err := c.groups[2].Remove(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 	for i, g := range c.groups {
@@ -419,11 +422,16 @@ func TestSetAndRemoveAcrossNodes(t *testing.T) {
 			t.Fatalf("node %d after Remove: MainItems %d, HotItems %d", i, s.MainItems, s.HotItems)
 		}
 	}
-	if got := c.peers[1].invalidates.Load(); got != 1 {
-		t.Fatalf("invalidates at the owner = %d, want 1 (once, not again as a peer)", got)
+	// The owner applied the writes and dropped the copies itself: it is
+	// never sent a Drop; every other node, the writer included, one per
+	// write (three writes).
+	if got := c.peers[1].invalidates.Load(); got != 0 {
+		t.Fatalf("drops at the owner = %d, want 0", got)
 	}
-	if got := c.peers[0].invalidates.Load(); got != 1 {
-		t.Fatalf("invalidates at node 0 = %d, want 1", got)
+	for _, i := range []int{0, 2} {
+		if got := c.peers[i].invalidates.Load(); got != 3 {
+			t.Fatalf("drops at node %d = %d, want 3", i, got)
+		}
 	}
 	mustGet(t, c.groups[0], key, "v:"+key)
 	if got := o.loadsOf(key); !slices.Equal(got, []int{1}) {
@@ -431,41 +439,53 @@ func TestSetAndRemoveAcrossNodes(t *testing.T) {
 	}
 }
 
-func TestRemoveJoinsPeerErrors(t *testing.T) {
+// TestWriteReportsUnreachedCopies: a node that cannot be told to drop its
+// copy does not fail a write the owner applied: the write succeeds and
+// names it. A write whose owner cannot be reached fails.
+func TestWriteReportsUnreachedCopies(t *testing.T) {
 	t.Parallel()
 	o := newOrigin()
 	c := newCluster(t, 3, hashOwner(3), GroupConfig{MaxBytes: 1 << 20}, o.getter)
 	key := keyOwnedBy(t, c.owner, 1)
 	mustGet(t, c.groups[1], key, "v:"+key)
 	c.peers[2].setFail(errUnreachable)
-	err := c.groups[0].Remove(t.Context(), key)
-	if !errors.Is(err, errUnreachable) || !strings.Contains(err.Error(), "node2") {
-		t.Fatalf("Remove err = %v, want node2's error", err)
+	res, err := c.groups[0].Remove(t.Context(), key)
+	if err != nil || !slices.Equal(res.Unreached, []string{"node2"}) {
+		t.Fatalf("Remove = %+v, %v; want Unreached [node2], nil", res, err)
 	}
-	// The owner was still invalidated.
 	if s := c.groups[1].Stats(); s.MainItems != 0 {
 		t.Fatalf("owner MainItems = %d after Remove, want 0", s.MainItems)
 	}
-	// Set reports the owner's failure.
+	res, err = c.groups[0].Set(t.Context(), key, Value{Data: []byte("x")})
+	if err != nil || !slices.Equal(res.Unreached, []string{"node2"}) {
+		t.Fatalf("Set = %+v, %v; want Unreached [node2], nil", res, err)
+	}
+	mustGet(t, c.groups[0], key, "x")
+	// The owner's failure fails the write.
 	c.peers[1].setFail(errUnreachable)
-	if err := c.groups[0].Set(t.Context(), key, Value{Data: []byte("x")}); !errors.Is(err, errUnreachable) {
+	if _, err := c.groups[0].Set(t.Context(), key, Value{Data: []byte("y")}); !errors.Is(err, errUnreachable) {
 		t.Fatalf("Set err = %v, want the owner's error", err)
+	}
+	if _, err := c.groups[0].Remove(t.Context(), key); !errors.Is(err, errUnreachable) {
+		t.Fatalf("Remove err = %v, want the owner's error", err)
 	}
 }
 
-func TestSamePeer(t *testing.T) {
+// TestWriteAtANonOwnerIsRefused: SetLocal and RemoveLocal apply writes as
+// the owner only; a node that does not own the key stores nothing.
+func TestWriteAtANonOwnerIsRefused(t *testing.T) {
 	t.Parallel()
-	a, b := &fakePeer{}, &fakePeer{}
-	if !samePeer(a, a) || samePeer(a, b) {
-		t.Fatal("samePeer is wrong for pointers")
+	o := newOrigin()
+	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
+	key := keyOwnedBy(t, c.owner, 1)
+	if _, err := c.groups[0].SetLocal(t.Context(), key, Value{Data: []byte("forged")}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("SetLocal at a non-owner: err = %v, want ErrNotOwner", err)
 	}
-	type funcPeer struct {
-		*fakePeer
-		_ func() // a func field makes the type uncomparable
+	if _, err := c.groups[0].RemoveLocal(t.Context(), key); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("RemoveLocal at a non-owner: err = %v, want ErrNotOwner", err)
 	}
-	x := funcPeer{fakePeer: a}
-	if samePeer(x, x) {
-		t.Fatal("samePeer of an uncomparable peer must report false, not panic")
+	for i := range 2 {
+		mustGet(t, c.groups[i], key, "v:"+key)
 	}
 }
 
@@ -479,11 +499,11 @@ func TestRemoveIsNotUndoneByAConcurrentGet(t *testing.T) {
 	o := newOrigin()
 	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotAfter: 1}, o.getter)
 	key := keyOwnedBy(t, c.owner, 1)
-	if err := c.groups[1].SetLocal(key, Value{Data: []byte("old")}); err != nil {
+	if _, err := c.groups[1].SetLocal(t.Context(), key, Value{Data: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
 	c.peers[1].beforeInvalidate = func() { mustGet(t, c.groups[0], key, "old") }
-	if err := c.groups[0].Remove(t.Context(), key); err != nil {
+	if _, err := c.groups[0].Remove(t.Context(), key); err != nil {
 		t.Fatal(err)
 	}
 	if s := c.groups[0].Stats(); s.HotItems != 0 {

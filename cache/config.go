@@ -13,6 +13,7 @@ const (
 	defaultHotAfter      = 3
 	defaultHotWindow     = 10 * time.Second
 	defaultHotTTL        = time.Minute
+	defaultErrorTTL      = time.Second
 )
 
 // withDefaults validates c and returns it with the documented defaults in
@@ -67,6 +68,9 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	}
 	if c.HotTTL == 0 {
 		c.HotTTL = defaultHotTTL
+	}
+	if c.ErrorTTL == 0 {
+		c.ErrorTTL = defaultErrorTTL
 	}
 	return c, nil
 }

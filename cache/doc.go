@@ -18,6 +18,28 @@
 // (key, value and a fixed per-entry overhead), with per-entry expiry checked
 // on read.
 //
+// # Writes and what a node may serve
+//
+// Set and Remove are applied by the key's owner (SetLocal, RemoveLocal),
+// which then drops the key's copy on every other node
+// (PeerPicker.DropCopies) before the write returns, so that no node serves
+// the value the write replaced. A hot copy is served only under its owner's
+// contact lease (Leaser): never while the lease is lapsed, and never again
+// once the lease has lapsed or was revoked, so a node the owner could not
+// reach cannot serve an old value when it is reachable again. A main-cache
+// entry is served only while the node's Tenure holds and under the term it
+// was stored in, and a ring change drops the entries of keys the node no
+// longer owns (loads that straddle it are not stored), so a node that lost
+// and regained a key never serves what it held before. A write lives only
+// in its owner's memory: when ownership moves or the entry is evicted, the
+// key is read through from the origin again.
+//
+// A failed origin load is not a value, but it is remembered for ErrorTTL:
+// callers in between get the same error, and a failing origin is asked once
+// per key and interval by the whole cluster (only the owner loads). A value
+// over MaxValueBytes is refused the same way, from every origin and in
+// every write.
+//
 // # Hot keys
 //
 // Every Get of a peer-owned key that misses both caches counts one request
@@ -42,4 +64,9 @@
 // the next Get loads again. No lock is held while a Getter or a Peer is
 // called. Remove and Set make a load in progress for the key
 // uncacheable, so that a stale value cannot overwrite them.
+//
+// Across the cluster, one origin load per key and miss: a non-owner waits
+// for the owner's load for as long as the owner shows it is alive (the
+// transport's job), and loads the key itself only when the owner is
+// unreachable or silent.
 package cache

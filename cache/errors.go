@@ -19,9 +19,19 @@ var (
 	ErrBadKey = errors.New("cache: bad key")
 
 	// ErrTooLarge is returned by Set and SetLocal for a value larger than
-	// the group's MaxValueBytes. (A value that large from the origin is
-	// returned to the caller but not cached: see Group.Get.)
+	// the group's MaxValueBytes, and, wrapped in ErrLoad, by Get when the
+	// origin returned such a value: the one rule for every origin and for
+	// writes. A value too large to cache is refused rather than served
+	// uncached, so that its key costs one origin load per ErrorTTL instead
+	// of one per request.
 	ErrTooLarge = errors.New("cache: value too large")
+
+	// ErrNotOwner is returned by SetLocal and RemoveLocal on a node that
+	// does not own the key by its ring (or cannot be sure it still does),
+	// and by Set and Remove when the peer they sent the write to said so:
+	// the write was not applied. It happens while a membership change
+	// settles; a retry after a moment goes to the new owner.
+	ErrNotOwner = errors.New("cache: not the key's owner")
 
 	// ErrBadConfig is returned by NewGroup for an invalid GroupConfig; the
 	// message names the field.

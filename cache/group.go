@@ -36,21 +36,44 @@ type Group struct {
 
 	seed   maphash.Seed
 	epochs [epochStripes]atomic.Uint64
+	// ring counts the ring changes this group has seen; a load that began
+	// under another ring is not stored (see Node.ringChanged).
+	ring atomic.Uint64
+	// tenure is the Node's Config.Tenure, or nil.
+	tenure func() (uint64, bool)
+	node   *Node
+
+	// handoff holds, for HandoffWindow after a ring change, the main-cache
+	// entries of keys this node no longer owns, for their new owners to
+	// take. Its bytes come out of the main cache's budget.
+	handoff      *lru
+	handoffMu    sync.Mutex   // serializes ring changes and the window's end
+	handoffUntil atomic.Int64 // Unix nanoseconds; 0: no window
+	handoffTimer *time.Timer  // guarded by handoffMu
+	// snap holds the write epochs as they were at the last ring change: a
+	// key whose stripe moved since was written at its new owner, and no
+	// value from before may be taken over for it.
+	snap [epochStripes]atomic.Uint64
+
+	failed failures // origin loads that just failed
 
 	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
 
 	st counters
 }
 
-func newGroup(cfg GroupConfig, peers PeerPicker, log *slog.Logger) *Group {
+func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	hotBytes := max(cfg.HotBytes, 0)
 	g := &Group{
-		cfg:   cfg,
-		peers: peers,
-		log:   log,
-		main:  newLRU(cfg.MaxBytes - hotBytes),
-		hot:   newLRU(hotBytes),
-		seed:  maphash.MakeSeed(),
+		cfg:     cfg,
+		peers:   n.peers,
+		tenure:  n.tenure,
+		node:    n,
+		log:     log,
+		main:    newLRU(cfg.MaxBytes - hotBytes),
+		hot:     newLRU(hotBytes),
+		handoff: newLRU(cfg.MaxBytes - hotBytes),
+		seed:    maphash.MakeSeed(),
 	}
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
@@ -58,7 +81,14 @@ func newGroup(cfg GroupConfig, peers PeerPicker, log *slog.Logger) *Group {
 	onPanic := func(key string, r any, stack []byte) {
 		g.log.Error("cache: load panicked", "key", key, "panic", r, "stack", string(stack))
 	}
-	g.loads.onPanic = onPanic
+	g.loads.onPanic = func(key string, r any, stack []byte) {
+		onPanic(key, r, stack)
+		// A Getter that panics on a key fails like any other failure, and
+		// is remembered like one.
+		if cfg.ErrorTTL > 0 {
+			g.failed.put(key, fmt.Errorf("%w: group %q key %q: panic: %v", ErrLoad, cfg.Name, key, r), time.Now().Add(cfg.ErrorTTL))
+		}
+	}
 	g.fetches.onPanic = onPanic
 	return g
 }
@@ -69,38 +99,38 @@ func (g *Group) Name() string { return g.cfg.Name }
 // Config returns the group's configuration with defaults applied.
 func (g *Group) Config() GroupConfig { return g.cfg }
 
-// Get returns key's value: from the main or hot cache, from the owning peer,
-// or, if this node owns key, from the origin (once per node for concurrent
-// callers).
+// Get returns key's value: from the main cache if this node owns key, else
+// from the hot cache or the owning peer; on a miss at the owner, from the
+// origin, once per key for the whole cluster (non-owners wait for the
+// owner's load as long as the owner shows it is alive).
 //
 // Each caller returns when its ctx ends; a load or fetch it started goes on,
 // detached from ctx and bounded by LoadTimeout, for the other callers and the
 // cache. Errors: ErrBadKey for an empty key; an error matching ErrNotFound
 // when the origin has no such key; an error matching ErrLoad (and
-// context.DeadlineExceeded for a timeout) when the origin failed or
-// panicked; ctx.Err() when ctx ended first. Errors are never cached.
+// context.DeadlineExceeded for a timeout, ErrTooLarge for a value over
+// MaxValueBytes) when the origin failed or panicked; ctx.Err() when ctx
+// ended first. A failed load is remembered for ErrorTTL.
 //
 // If the owner cannot be reached, this node loads the key from the origin
-// itself and serves that value from its hot cache for FallbackTTL only.
-// A value larger than MaxValueBytes, or marked NoStore, is returned but not
-// cached: the origin is the source of truth and refusing a read would turn a
-// large value into an outage for its key, while the limit only has to
-// protect the cache's memory.
+// itself and serves that value from its hot cache for FallbackTTL, or until
+// the owner is in contact again, whichever comes first.
 func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 	g.st.gets.Add(1)
 	if key == "" {
 		return g.result(Value{}, ErrBadKey)
 	}
-	if v, err, ok := g.lookup(key, true); ok {
+	owner, remote := g.pick(key)
+	if v, err, ok := g.lookup(key, remote, true); ok {
 		return v, err
 	}
 	if err := ctx.Err(); err != nil {
 		return g.result(Value{}, err)
 	}
-	if peer, remote := g.pick(key); remote {
-		return g.result(g.fetch(ctx, key, peer))
+	if remote {
+		return g.result(g.fetch(ctx, key, owner))
 	}
-	return g.result(g.load(ctx, key))
+	return g.result(g.load(ctx, key, nil))
 }
 
 // GetLocal is Get without asking any peer: the transport calls it for a
@@ -108,121 +138,328 @@ func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 // own key by its own ring, a loaded value is kept briefly in the hot cache
 // only.
 //
-// It serves from the main and hot caches, or loads from the origin, sharing
-// the load with concurrent Get and GetLocal calls for key on this node. Its
-// errors are Get's.
-func (g *Group) GetLocal(ctx context.Context, key string) (Value, error) {
+// It serves from this node's caches, or loads from the origin, sharing the
+// load with concurrent Get and GetLocal calls for key on this node. If beat
+// is not nil and the call has to wait for a load, beat is called on the
+// caller's goroutine at once and then every interval until the load ends:
+// the transport tells the requesting peer with it that the owner is alive
+// and loading. Its errors are Get's.
+func (g *Group) GetLocal(ctx context.Context, key string, interval time.Duration, beat func()) (Value, error) {
 	g.st.gets.Add(1)
 	g.st.peerGets.Add(1)
 	if key == "" {
 		return g.result(Value{}, ErrBadKey)
 	}
-	if v, err, ok := g.lookup(key, true); ok {
+	_, remote := g.pick(key)
+	if v, err, ok := g.lookup(key, remote, true); ok {
 		return v, err
 	}
 	if err := ctx.Err(); err != nil {
 		return g.result(Value{}, err)
 	}
-	return g.result(g.load(ctx, key))
+	var b *heartbeat
+	if beat != nil {
+		b = &heartbeat{interval: interval, beat: beat}
+	}
+	return g.result(g.load(ctx, key, b))
 }
 
-// Set stores v as key's value at key's owner (this node or a peer).
-//
-// It returns ErrBadKey for an empty key and ErrTooLarge for a value over
-// MaxValueBytes before contacting anyone. When a peer owns key, this node
-// drops its own copy; hot copies on other nodes are served until they expire
-// (HotTTL at most) or until Remove. A v with NoStore removes key's value at
-// the owner instead of storing it.
-func (g *Group) Set(ctx context.Context, key string, v Value) error {
+// Set writes v as key's value at key's owner (this node or a peer), which
+// stores it and drops every copy on the other nodes before Set returns: once
+// Set returns nil, no node serves the old value (see WriteResult for nodes
+// that could not be reached). It returns ErrBadKey for an empty key and
+// ErrTooLarge for a value over MaxValueBytes before contacting anyone, and an
+// error (ErrNotOwner while a membership change settles) when the owner did
+// not apply the write. A v with NoStore removes key's value instead.
+func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, error) {
 	if err := g.checkSet(key, v); err != nil {
-		return err
+		return WriteResult{}, err
 	}
 	peer, remote := g.pick(key)
 	if !remote {
-		return g.SetLocal(key, v)
+		return g.SetLocal(ctx, key, v)
 	}
-	if err := peer.Store(ctx, g.cfg.Name, key, v); err != nil {
-		return fmt.Errorf("cache: set %q at %s: %w", key, peerName(peer), err)
-	}
+	// Drop the local copy before and after: a Get between the two may
+	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
+	// stores, 2: keeps old hot), and the second drop removes it.
 	g.invalidate(key)
-	return nil
+	res, err := peer.Store(ctx, g.cfg.Name, key, v)
+	g.invalidate(key)
+	if err != nil {
+		return res, fmt.Errorf("cache: set %q at %s: %w", key, peer, err)
+	}
+	return res, nil
 }
 
-// SetLocal stores v in this node's main cache: the transport calls it for a
-// Store that came from a peer.
-//
-// v.Expires, or else the group's TTL, sets its expiry. A load of key in
-// progress is not cached when it completes, so it cannot overwrite v. A v
-// with NoStore, or one that has already expired, drops key's value and
-// stores nothing. Errors: ErrBadKey, ErrTooLarge.
-func (g *Group) SetLocal(key string, v Value) error {
+// SetLocal applies a write of key as its owner: the transport calls it for
+// a Store that came from a peer, and Set for keys this node owns. It stores
+// v in the main cache, then drops key's copies on every other node
+// (PeerPicker.DropCopies). v.Expires, or else the group's TTL, sets its
+// expiry; a v with NoStore, or one that has already expired, removes key's
+// value instead. A load of key in progress is not cached when it completes,
+// so it cannot overwrite v. Errors: ErrBadKey, ErrTooLarge, and ErrNotOwner
+// when this node does not own key by its ring, or the ring changed while
+// the write was applied (nothing is stored then).
+func (g *Group) SetLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
 	if err := g.checkSet(key, v); err != nil {
-		return err
+		return WriteResult{}, err
+	}
+	gd, term, err := g.ownerGuard(key)
+	if err != nil {
+		return WriteResult{}, err
 	}
 	g.invalidate(key)
 	now := time.Now()
 	if v.Expires.IsZero() && g.cfg.TTL > 0 {
 		v.Expires = now.Add(g.cfg.TTL)
 	}
-	g.keep(g.main, key, v, now, nil, 0)
-	return nil
+	if g.storable(v, now) {
+		if !g.main.add(key, entry{v: v, size: entrySize(key, v), stamp: term}, gd) {
+			return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
+		}
+	}
+	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
 }
 
-// Remove drops key from this node and from every peer (the owner's main
-// cache and every hot copy).
-//
-// The owner is invalidated first, then this node and the other peers (in
-// parallel), so that no node can refill its hot copy from the owner's old
-// value. That includes this node: 1: Remove drops the local copy, 2: Get
-// misses, fetches the owner's old value and keeps it hot, 1: the owner drops
-// key, Remove returns, and 2's stale copy outlives the Remove. Remove tries
-// every peer and returns their errors joined; it returns ErrBadKey for an
-// empty key.
-func (g *Group) Remove(ctx context.Context, key string) error {
+// Remove drops key at its owner (this node or a peer), which drops every
+// copy on the other nodes before Remove returns, as Set does. It returns
+// ErrBadKey for an empty key, and an error when the owner did not apply the
+// removal (it was unreachable, or ErrNotOwner).
+func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
 	if key == "" {
-		return ErrBadKey
+		return WriteResult{}, ErrBadKey
 	}
-	var errs []error
 	owner, remote := g.pick(key)
-	if remote {
-		if err := owner.Invalidate(ctx, g.cfg.Name, key); err != nil {
-			errs = append(errs, fmt.Errorf("cache: remove %q at owner %s: %w", key, peerName(owner), err))
-		}
+	if !remote {
+		return g.RemoveLocal(ctx, key)
 	}
-	g.RemoveLocal(key)
-	peers := g.peers.Peers()
-	perrs := make([]error, len(peers))
-	var wg sync.WaitGroup
-	for i, p := range peers {
-		if remote && samePeer(p, owner) {
-			continue
-		}
-		wg.Go(func() {
-			if err := p.Invalidate(ctx, g.cfg.Name, key); err != nil {
-				perrs[i] = fmt.Errorf("cache: remove %q at %s: %w", key, peerName(p), err)
-			}
-		})
+	g.invalidate(key)
+	res, err := owner.Remove(ctx, g.cfg.Name, key)
+	g.invalidate(key)
+	if err != nil {
+		return res, fmt.Errorf("cache: remove %q at %s: %w", key, owner, err)
 	}
-	wg.Wait()
-	return errors.Join(append(errs, perrs...)...)
+	return res, nil
 }
 
-// RemoveLocal drops key from this node's caches: the transport calls it for
-// an Invalidate that came from a peer. A load or fetch of key in progress is
-// not cached when it completes, and callers that arrive after RemoveLocal
-// start a new one rather than joining it.
-func (g *Group) RemoveLocal(key string) {
+// RemoveLocal applies a removal of key as its owner: the transport calls it
+// for a Remove that came from a peer. It drops key here, then on every other
+// node (PeerPicker.DropCopies). Errors: ErrBadKey, and ErrNotOwner when this
+// node does not own key (nothing is dropped then).
+func (g *Group) RemoveLocal(ctx context.Context, key string) (WriteResult, error) {
+	if key == "" {
+		return WriteResult{}, ErrBadKey
+	}
+	if _, _, err := g.ownerGuard(key); err != nil {
+		return WriteResult{}, err
+	}
+	g.invalidate(key)
+	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
+}
+
+// DropLocal drops this node's copies of key (main and hot) and nothing
+// else: the transport calls it for a Drop that came from the key's owner
+// after a write. A load or fetch of key in progress is not cached when it
+// completes, and callers that arrive after DropLocal start a new one rather
+// than joining it.
+func (g *Group) DropLocal(key string) {
 	g.invalidate(key)
 }
 
-// invalidate bumps key's epoch, forgets its flights and drops its entries,
-// in that order (see lru.add for why the order makes a racing load harmless).
+// ownerGuard checks that this node owns key and may act as its owner, and
+// returns the guard and term a write stores under.
+func (g *Group) ownerGuard(key string) (guard, uint64, error) {
+	gd := guard{ring: &g.ring, wantRing: g.ring.Load()}
+	if _, remote := g.pick(key); remote {
+		return gd, 0, fmt.Errorf("%w: %q", ErrNotOwner, key)
+	}
+	if g.node.retired.Load() {
+		return gd, 0, fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
+	}
+	term, ok := g.term()
+	if !ok {
+		return gd, 0, fmt.Errorf("%w: %q: this node's registration may have lapsed", ErrNotOwner, key)
+	}
+	return gd, term, nil
+}
+
+// term returns the node's tenure (Config.Tenure).
+func (g *Group) term() (uint64, bool) {
+	if g.tenure == nil {
+		return 0, true
+	}
+	return g.tenure()
+}
+
+// invalidate bumps key's epoch, forgets its flights and remembered failure
+// and drops its entries, in that order (see lru.add for why the order makes
+// a racing load harmless).
 func (g *Group) invalidate(key string) {
 	g.epoch(key).Add(1)
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
+	g.failed.forget(key)
 	g.main.remove(key)
 	g.hot.remove(key)
+	g.handoff.remove(key)
+}
+
+// ringChanged sets aside what the node may no longer serve after a ring
+// change: main-cache entries of keys it no longer owns move to the hand-off
+// cache (or are dropped, without hand-off), where they are only handed to
+// their new owners and never served again here (were this node to own such
+// a key again later, a write made at the other owner in between would be
+// lost); hot copies of keys it now owns are dropped. The ring generation is
+// bumped first, so that a load that began under the old ring and completes
+// after the sweep is not stored: 1: load of k begins (owner), 2: ring moves
+// k away, sweep, 1: load stores k in main, 3: ring moves k back, 1 serves
+// its pre-move value.
+func (g *Group) ringChanged() {
+	g.handoffMu.Lock()
+	defer g.handoffMu.Unlock()
+	g.ring.Add(1)
+	for i := range g.epochs {
+		g.snap[i].Store(g.epochs[i].Load())
+	}
+	remote := func(key string) bool { _, r := g.pick(key); return r }
+	moved := g.main.takeIf(remote)
+	g.hot.removeIf(func(key string) bool { return !remote(key) })
+	g.handoff.removeIf(func(key string) bool { return !remote(key) })
+	window := g.node.handoff
+	if window <= 0 {
+		return
+	}
+	for _, m := range moved {
+		if !m.e.notFound {
+			g.handoff.add(m.key, m.e, guard{})
+		}
+	}
+	held, _ := g.handoff.usage()
+	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0) - held)
+	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
+	if g.handoffTimer != nil {
+		g.handoffTimer.Stop()
+	}
+	g.handoffTimer = time.AfterFunc(window, g.endHandoff)
+}
+
+// endHandoff ends the hand-off window: the kept values are dropped and the
+// main cache has its whole budget again.
+func (g *Group) endHandoff() {
+	g.handoffMu.Lock()
+	defer g.handoffMu.Unlock()
+	if time.Now().UnixNano() < g.handoffUntil.Load() {
+		return // a later ring change started a new window
+	}
+	g.handoffUntil.Store(0)
+	g.handoff.clear()
+	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
+}
+
+// inHandoff reports whether a hand-off window is open.
+func (g *Group) inHandoff() bool {
+	return time.Now().UnixNano() < g.handoffUntil.Load()
+}
+
+// unwrittenSinceRingChange reports whether no write of key's stripe has
+// been applied here since the last ring change, so that a value from before
+// the change may still be taken over for it.
+func (g *Group) unwrittenSinceRingChange(key string) bool {
+	i := maphash.String(g.seed, key) % epochStripes
+	return g.epochs[i].Load() == g.snap[i].Load()
+}
+
+// Handoff returns this node's value of key for a node that took over key
+// (the transport calls it for a hand-off request): from the main cache if
+// this node still owns key by its ring, else from the values it kept after
+// losing key, within the hand-off window. It never loads and never asks a
+// peer.
+func (g *Group) Handoff(key string) (Value, bool) {
+	if _, remote := g.pick(key); !remote {
+		v, err, ok := g.lookup(key, false, false)
+		return v, ok && err == nil
+	}
+	if !g.inHandoff() {
+		return Value{}, false
+	}
+	e, ok := g.handoff.get(key)
+	if !ok || e.notFound {
+		return Value{}, false
+	}
+	g.st.handoffsGiven.Add(1)
+	return e.v, true
+}
+
+// Adopt stores v for key, handed over by the node that owned key before it
+// left, unless this node holds a value of key already or key was written
+// here since the last ring change (a write wins over any hand-off). The
+// transport calls it after checking that this node is key's next owner.
+// It reports whether v was stored.
+func (g *Group) Adopt(key string, v Value) bool {
+	if key == "" || !g.unwrittenSinceRingChange(key) {
+		return false
+	}
+	term, ok := g.term()
+	if !ok || !g.storable(v, time.Now()) {
+		return false
+	}
+	i := maphash.String(g.seed, key) % epochStripes
+	gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: g.ring.Load()}
+	if g.main.addIfAbsent(key, entry{v: v, size: entrySize(key, v), stamp: term}, gd) {
+		g.st.handoffsTaken.Add(1)
+		return true
+	}
+	return false
+}
+
+// Newest returns up to n of the main cache's values, most recently used
+// first, for a node that hands its values over before it leaves.
+func (g *Group) Newest(n int) []KeyValue {
+	es := g.main.newest(n)
+	out := make([]KeyValue, 0, len(es))
+	for _, e := range es {
+		if !e.e.notFound {
+			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
+		}
+	}
+	return out
+}
+
+// KeyValue is a key with its value.
+type KeyValue struct {
+	Key   string
+	Value Value
+}
+
+// pull asks key's previous owner for its value, within the hand-off window
+// of a ring change and if key was not written here since: a key that moved
+// to this node costs its previous owner a lookup instead of the origin a
+// load. It runs on key's load flight, so there is one hand-off fetch per
+// key.
+func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
+	if !g.inHandoff() || !g.unwrittenSinceRingChange(key) {
+		return Value{}, false
+	}
+	h, ok := g.peers.(Handoffer)
+	if !ok {
+		return Value{}, false
+	}
+	prev, ok := h.PreviousOwner(key)
+	if !ok {
+		return Value{}, false
+	}
+	f, ok := prev.(HandoffFetcher)
+	if !ok {
+		return Value{}, false
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
+	defer cancel()
+	v, err := f.FetchHandoff(fctx, g.cfg.Name, key)
+	if err != nil {
+		return Value{}, false
+	}
+	g.st.handoffsTaken.Add(1)
+	return v, true
 }
 
 // pick returns key's owner, or remote == false if this node owns it. A
@@ -236,25 +473,48 @@ func (g *Group) epoch(key string) *atomic.Uint64 {
 	return &g.epochs[maphash.String(g.seed, key)%epochStripes]
 }
 
+// loadGuard returns the guard of a load or fetch of key beginning now.
+func (g *Group) loadGuard(key string) guard {
+	e := g.epoch(key)
+	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
+}
+
 func (g *Group) checkSet(key string, v Value) error {
 	if key == "" {
 		return ErrBadKey
 	}
 	if n := int64(len(v.Data)); n > g.cfg.MaxValueBytes {
+		g.st.tooLarge.Add(1)
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, g.cfg.MaxValueBytes)
 	}
 	return nil
 }
 
-// lookup serves key from the main cache, then the hot cache. ok is false on
-// a miss. count says whether the hit is a caller's (counted in Stats) or the
-// second look inside a flight (not counted).
-func (g *Group) lookup(key string, count bool) (v Value, err error, ok bool) {
-	e, ok := g.main.get(key)
+// lookup serves key from the main cache if this node owns it (remote is
+// false), else from the hot cache; ok is false on a miss. An entry is served
+// only while what it was stored under still holds: the node's tenure for a
+// main entry, the owner's contact lease for a hot copy. count says whether
+// the hit is a caller's (counted in Stats) or the second look inside a
+// flight (not counted).
+func (g *Group) lookup(key string, remote, count bool) (v Value, err error, ok bool) {
+	var e entry
 	hits := &g.st.mainHits
-	if !ok {
+	if !remote {
+		if e, ok = g.main.get(key); !ok {
+			return Value{}, nil, false
+		}
+		if term, held := g.term(); !held || e.stamp != term {
+			return Value{}, nil, false
+		}
+	} else {
 		if e, ok = g.hot.get(key); !ok {
 			return Value{}, nil, false
+		}
+		if e.src != nil {
+			epoch, leased := e.src.Contact()
+			if epoch != e.stamp || !leased && !e.fallback {
+				return Value{}, nil, false
+			}
 		}
 		hits = &g.st.hotHits
 	}
@@ -276,65 +536,128 @@ func (g *Group) result(v Value, err error) (Value, error) {
 	case err == nil:
 	case errors.Is(err, ErrNotFound):
 		g.st.notFounds.Add(1)
+	case errors.Is(err, ErrTooLarge):
+		// Counted as TooLarge where it was refused, not as a failure.
 	default:
 		g.st.errors.Add(1)
 	}
 	return v, err
 }
 
+// heartbeat is GetLocal's beat: called while a caller waits for a load.
+type heartbeat struct {
+	interval time.Duration
+	beat     func()
+}
+
 // await waits for c on ctx and counts a caller that shared another's call.
-func (g *Group) await(ctx context.Context, c *call, leader bool) (Value, error) {
-	select {
-	case <-c.done:
-		if !leader {
-			g.st.deduped.Add(1)
+// With hb, it beats at once and then every hb.interval while it waits.
+func (g *Group) await(ctx context.Context, c *call, leader bool, hb *heartbeat) (Value, error) {
+	var tick <-chan time.Time
+	if hb != nil {
+		select {
+		case <-c.done:
+		default:
+			hb.beat()
+			t := time.NewTicker(hb.interval)
+			defer t.Stop()
+			tick = t.C
 		}
-		return c.val, c.err
-	case <-ctx.Done():
-		return Value{}, ctx.Err()
+	}
+	for {
+		select {
+		case <-c.done:
+			if !leader {
+				g.st.deduped.Add(1)
+			}
+			return c.val, c.err
+		case <-tick:
+			hb.beat()
+		case <-ctx.Done():
+			return Value{}, ctx.Err()
+		}
 	}
 }
 
 // load returns key's value from the origin, sharing one load among the
-// concurrent callers on this node.
-func (g *Group) load(ctx context.Context, key string) (Value, error) {
+// concurrent callers on this node. A failure remembered within ErrorTTL is
+// returned without a load.
+func (g *Group) load(ctx context.Context, key string, hb *heartbeat) (Value, error) {
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
 	c, leader := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
-	return g.await(ctx, c, leader)
+	return g.await(ctx, c, leader, hb)
 }
 
 // loadOrigin runs on a flight's goroutine: it calls the Getter under
 // context.WithoutCancel(ctx) and LoadTimeout, and caches the result in the
-// main cache if this node owns key, else in the hot cache for FallbackTTL.
+// main cache if this node owns key, else in the hot cache as a fallback
+// copy for FallbackTTL.
 func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
-	// Read the epoch before anything else: a Remove from here on makes the
-	// result uncacheable.
-	guard := g.epoch(key)
-	want := guard.Load()
+	// Read the guard before anything else: a write or a ring change from
+	// here on makes the result uncacheable.
+	gd := g.loadGuard(key)
+	owner, remote := g.pick(key)
 	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,
 	// 2: starts a flight, finds 1's value here instead of loading again.
-	if v, err, ok := g.lookup(key, false); ok {
+	if v, err, ok := g.lookup(key, remote, false); ok {
 		return v, err
 	}
-	_, remote := g.pick(key)
-	dest := g.main
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
+	// Where the result goes, decided now: the main cache under this node's
+	// term, or a fallback copy under the owner's contact epoch as it is
+	// now, so that the copy dies once the owner is in contact again.
+	dest, stored := g.main, entry{}
+	held := true
 	if remote {
-		dest = g.hot
+		dest, stored.fallback = g.hot, true
+		if l, ok := owner.(Leaser); ok {
+			stored.src = l
+			stored.stamp, _ = l.Contact()
+		}
+	} else {
+		stored.stamp, held = g.term()
+	}
+	if !remote && held {
+		if v, ok := g.pull(ctx, key); ok {
+			now := time.Now()
+			if g.storable(v, now) {
+				stored.v, stored.size = v, entrySize(key, v)
+				dest.add(key, stored, gd)
+			}
+			return v, nil
+		}
 	}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
 	defer cancel()
 	g.st.localLoads.Add(1)
 	v, err := g.cfg.Getter.Get(lctx, key)
 	now := time.Now()
+	if err == nil && int64(len(v.Data)) > g.cfg.MaxValueBytes {
+		g.st.tooLarge.Add(1)
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(v.Data), g.cfg.MaxValueBytes)
+	}
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
-			return Value{}, fmt.Errorf("%w: group %q key %q: %w", ErrLoad, g.cfg.Name, key, err)
+			if errors.Is(err, ErrTooLarge) && int64(len(v.Data)) <= g.cfg.MaxValueBytes {
+				g.st.tooLarge.Add(1) // the origin refused it itself (it reads no more than the limit)
+			}
+			err = fmt.Errorf("%w: group %q key %q: %w", ErrLoad, g.cfg.Name, key, err)
+			if g.cfg.ErrorTTL > 0 && gd.holds() {
+				g.failed.put(key, err, now.Add(g.cfg.ErrorTTL))
+			}
+			return Value{}, err
 		}
-		if g.cfg.NotFoundTTL > 0 {
+		if g.cfg.NotFoundTTL > 0 && held {
 			exp := now.Add(g.cfg.NotFoundTTL)
 			if remote {
 				exp = earliest(exp, now.Add(g.cfg.FallbackTTL))
 			}
-			dest.add(key, entry{v: Value{Expires: exp}, size: entrySize(key, Value{}), notFound: true}, guard, want)
+			stored.v, stored.size, stored.notFound = Value{Expires: exp}, entrySize(key, Value{}), true
+			dest.add(key, stored, gd)
 		}
 		return Value{}, err
 	}
@@ -344,7 +667,10 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	if remote {
 		v.Expires = earliest(v.Expires, now.Add(g.cfg.FallbackTTL))
 	}
-	g.keep(dest, key, v, now, guard, want)
+	if held && g.storable(v, now) {
+		stored.v, stored.size = v, entrySize(key, v)
+		dest.add(key, stored, gd)
+	}
 	return v, nil
 }
 
@@ -355,19 +681,20 @@ func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error)
 		g.freq.add(key)
 	}
 	c, leader := g.fetches.do(ctx, key, func() (Value, error) { return g.fetchPeer(ctx, key, peer) })
-	return g.await(ctx, c, leader)
+	return g.await(ctx, c, leader, nil)
 }
 
 // fetchPeer runs on a flight's goroutine: it asks peer, keeps the value in
 // the hot cache if the key is popular (the rule is in doc.go), and loads the
 // key locally if the peer cannot answer.
 func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
-	guard := g.epoch(key)
-	want := guard.Load()
-	if v, err, ok := g.lookup(key, false); ok {
+	gd := g.loadGuard(key)
+	if v, err, ok := g.lookup(key, true, false); ok {
 		return v, err
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
+	// The owner's load may take up to LoadTimeout; the peer client ends the
+	// fetch much sooner if the owner stops showing that it is alive.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout+time.Second)
 	v, err := peer.Fetch(fctx, g.cfg.Name, key)
 	cancel()
 	switch {
@@ -377,7 +704,15 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 			now := time.Now()
 			hv := v
 			hv.Expires = earliest(v.Expires, now.Add(g.cfg.HotTTL))
-			if g.keep(g.hot, key, hv, now, guard, want) {
+			// The epoch is read after the fetch, which renewed the lease:
+			// a write at the owner after it answered either reaches this
+			// node (and fails gd) or revokes the lease (and moves the epoch).
+			e := entry{v: hv, size: entrySize(key, hv)}
+			if l, ok := peer.(Leaser); ok {
+				e.src = l
+				e.stamp, _ = l.Contact()
+			}
+			if g.storable(hv, now) && g.hot.add(key, e, gd) {
 				g.st.hotPromotions.Add(1)
 			}
 		}
@@ -392,21 +727,24 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	// one line a second says as much as thousands (Stats counts them all).
 	if now, last := time.Now().UnixNano(), g.peerWarned.Load(); now-last >= int64(time.Second) &&
 		g.peerWarned.CompareAndSwap(last, now) {
-		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peerName(peer), "err", err)
+		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peer.String(), "err", err)
 	}
 	// The fallback shares the node's origin load for key (with GetLocal
 	// callers, say); that load never calls a peer, so this cannot cycle. It
 	// is bounded by LoadTimeout, and our callers wait on their own contexts,
 	// so it may run right here (a ctx without Done).
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
 	ctx = context.WithoutCancel(ctx)
 	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 	<-c.done
 	return c.val, c.err
 }
 
-// keep stores v in dest unless it is NoStore, too large or already expired,
-// and reports whether it did.
-func (g *Group) keep(dest *lru, key string, v Value, now time.Time, guard *atomic.Uint64, want uint64) bool {
+// storable reports whether v may be cached at now: not NoStore, not too
+// large, not expired.
+func (g *Group) storable(v Value, now time.Time) bool {
 	if v.NoStore {
 		return false
 	}
@@ -414,10 +752,7 @@ func (g *Group) keep(dest *lru, key string, v Value, now time.Time, guard *atomi
 		g.st.tooLarge.Add(1)
 		return false
 	}
-	if !v.Expires.IsZero() && !now.Before(v.Expires) {
-		return false
-	}
-	return dest.add(key, entry{v: v, size: entrySize(key, v)}, guard, want)
+	return v.Expires.IsZero() || now.Before(v.Expires)
 }
 
 // earliest returns the earlier of a and b, where zero means never.
@@ -426,24 +761,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// peerName names p for logs and errors.
-func peerName(p Peer) string {
-	if s, ok := p.(fmt.Stringer); ok {
-		return s.String()
-	}
-	return fmt.Sprintf("%T", p)
-}
-
-// samePeer reports whether a and b are the same peer. Peers are compared
-// with ==, which panics for an uncomparable dynamic type: such peers are
-// treated as different (at worst a peer is invalidated twice).
-func samePeer(a, b Peer) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false
-		}
-	}()
-	return a == b
 }

@@ -63,7 +63,7 @@ func TestGroupConfigDefaults(t *testing.T) {
 	got := g.Config()
 	want := GroupConfig{
 		Name: "g", MaxBytes: 8000, HotBytes: 1000,
-		LoadTimeout: 30 * time.Second, MaxValueBytes: 1 << 20, FallbackTTL: 5 * time.Second,
+		LoadTimeout: 30 * time.Second, MaxValueBytes: 1 << 20, FallbackTTL: 5 * time.Second, ErrorTTL: time.Second,
 		HotAfter: 3, HotWindow: 10 * time.Second, HotTTL: time.Minute,
 	}
 	got.Getter = nil // a func: not comparable
@@ -132,17 +132,17 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 	ctx := t.Context()
 	calls := map[string]func() error{
 		"Get":      func() error { _, err := g.Get(ctx, ""); return err },
-		"GetLocal": func() error { _, err := g.GetLocal(ctx, ""); return err },
-		"Set":      func() error { return g.Set(ctx, "", Value{}) },
-		"SetLocal": func() error { return g.SetLocal("", Value{}) },
-		"Remove":   func() error { return g.Remove(ctx, "") },
+		"GetLocal": func() error { _, err := g.GetLocal(ctx, "", 0, nil); return err },
+		"Set":      func() error { _, err := g.Set(ctx, "", Value{}); return err },
+		"SetLocal": func() error { _, err := g.SetLocal(ctx, "", Value{}); return err },
+		"Remove":   func() error { _, err := g.Remove(ctx, ""); return err },
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, ErrBadKey) {
 			t.Errorf("%s(\"\") err = %v, want ErrBadKey", name, err)
 		}
 	}
-	g.RemoveLocal("") // must not panic
+	g.DropLocal("") // must not panic
 	if loads.Load() != 0 {
 		t.Fatalf("the origin saw %d loads", loads.Load())
 	}
@@ -151,25 +151,60 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 	}
 }
 
-func TestOriginErrorIsWrappedAndNotCached(t *testing.T) {
+// TestOriginErrorIsRememberedForErrorTTL: a failed load is not a value, but
+// the callers within ErrorTTL get the same error without a load, so that a
+// failing origin is asked once per key and interval.
+func TestOriginErrorIsRememberedForErrorTTL(t *testing.T) {
 	t.Parallel()
-	boom := errors.New("boom")
-	var loads atomic.Int64
-	g := newTestGroup(t, GroupConfig{}, func(context.Context, string) (Value, error) {
-		loads.Add(1)
-		return Value{}, boom
+	synctest.Test(t, func(t *testing.T) {
+		boom := errors.New("boom")
+		var loads atomic.Int64
+		g := newTestGroup(t, GroupConfig{}, func(context.Context, string) (Value, error) {
+			loads.Add(1)
+			return Value{}, boom
+		})
+		for range 50 {
+			_, err := g.Get(t.Context(), "k")
+			if !errors.Is(err, ErrLoad) || !errors.Is(err, boom) || errors.Is(err, ErrNotFound) {
+				t.Fatalf("err = %v, want ErrLoad wrapping boom", err)
+			}
+		}
+		if loads.Load() != 1 {
+			t.Fatalf("loads = %d within ErrorTTL, want 1", loads.Load())
+		}
+		time.Sleep(time.Second) // the default ErrorTTL
+		if _, err := g.Get(t.Context(), "k"); !errors.Is(err, boom) {
+			t.Fatalf("err = %v, want boom", err)
+		}
+		if loads.Load() != 2 {
+			t.Fatalf("loads = %d after ErrorTTL, want 2", loads.Load())
+		}
+		if s := g.Stats(); s.Errors != 51 || s.MainItems != 0 {
+			t.Fatalf("Stats: Errors %d, MainItems %d; want 51, 0", s.Errors, s.MainItems)
+		}
+		// A write of the key forgets the failure at once.
+		if _, err := g.Set(t.Context(), "k", Value{Data: []byte("w")}); err != nil {
+			t.Fatal(err)
+		}
+		mustGet(t, g, "k", "w")
 	})
-	for range 2 {
-		_, err := g.Get(t.Context(), "k")
-		if !errors.Is(err, ErrLoad) || !errors.Is(err, boom) || errors.Is(err, ErrNotFound) {
-			t.Fatalf("err = %v, want ErrLoad wrapping boom", err)
+}
+
+// TestErrorTTLNegativeDisablesIt: every request reaches the failing origin.
+func TestErrorTTLNegativeDisablesIt(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	g := newTestGroup(t, GroupConfig{ErrorTTL: -1}, func(context.Context, string) (Value, error) {
+		loads.Add(1)
+		return Value{}, errors.New("boom")
+	})
+	for range 3 {
+		if _, err := g.Get(t.Context(), "k"); !errors.Is(err, ErrLoad) {
+			t.Fatalf("err = %v", err)
 		}
 	}
-	if loads.Load() != 2 {
-		t.Fatalf("loads = %d, want 2 (errors are not cached)", loads.Load())
-	}
-	if s := g.Stats(); s.Errors != 2 || s.MainItems != 0 {
-		t.Fatalf("Stats: Errors %d, MainItems %d; want 2, 0", s.Errors, s.MainItems)
+	if loads.Load() != 3 {
+		t.Fatalf("loads = %d, want 3", loads.Load())
 	}
 }
 
@@ -435,6 +470,10 @@ func TestPanickingGetter(t *testing.T) {
 			t.Fatalf("the panic was not logged: %q", logs.String())
 		}
 		panicking.Store(false)
+		if _, err := g.Get(context.Background(), "k"); !errors.Is(err, ErrLoad) {
+			t.Fatalf("err = %v within ErrorTTL, want the remembered failure", err)
+		}
+		time.Sleep(time.Second)
 		mustGet(t, g, "k", "x") // the key is not stuck
 	})
 }
@@ -463,10 +502,10 @@ func TestNoStore(t *testing.T) {
 		t.Fatalf("loads %d, MainItems %d; want 2, 0", loads.Load(), g.Stats().MainItems)
 	}
 	// SetLocal of a NoStore value drops the current one.
-	if err := g.SetLocal("s", Value{Data: []byte("old")}); err != nil {
+	if _, err := g.SetLocal(t.Context(), "s", Value{Data: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.SetLocal("s", Value{Data: []byte("new"), NoStore: true}); err != nil {
+	if _, err := g.SetLocal(t.Context(), "s", Value{Data: []byte("new"), NoStore: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := g.main.get("s"); ok {
@@ -481,24 +520,28 @@ func TestTooLarge(t *testing.T) {
 		loads.Add(1)
 		return Value{Data: []byte(strings.Repeat("x", len(key)))}, nil
 	})
-	if err := g.SetLocal("k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
+	if _, err := g.SetLocal(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("SetLocal err = %v, want ErrTooLarge", err)
 	}
-	if err := g.Set(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
+	if _, err := g.Set(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Set err = %v, want ErrTooLarge", err)
 	}
-	if err := g.Set(t.Context(), "k", Value{Data: make([]byte, 10)}); err != nil {
+	if _, err := g.Set(t.Context(), "k", Value{Data: make([]byte, 10)}); err != nil {
 		t.Fatalf("Set at the limit: %v", err)
 	}
-	// From the origin: returned to the caller, not cached.
+	// From the origin: refused with ErrTooLarge inside ErrLoad, the same
+	// rule as for writes, and remembered for ErrorTTL like any failure.
 	big := "0123456789a"
-	mustGet(t, g, big, strings.Repeat("x", 11))
-	mustGet(t, g, big, strings.Repeat("x", 11))
-	if loads.Load() != 2 {
-		t.Fatalf("loads = %d, want 2 (a too large value is not cached)", loads.Load())
+	for range 2 {
+		if _, err := g.Get(t.Context(), big); !errors.Is(err, ErrLoad) || !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Get(%q) err = %v, want ErrLoad and ErrTooLarge", big, err)
+		}
 	}
-	if s := g.Stats(); s.TooLarge != 2 || s.Errors != 0 || s.MainItems != 1 {
-		t.Fatalf("Stats: TooLarge %d, Errors %d, MainItems %d; want 2, 0, 1", s.TooLarge, s.Errors, s.MainItems)
+	if loads.Load() != 1 {
+		t.Fatalf("loads = %d, want 1 (the refusal is remembered)", loads.Load())
+	}
+	if s := g.Stats(); s.TooLarge != 3 || s.Errors != 0 || s.MainItems != 1 {
+		t.Fatalf("Stats: TooLarge %d, Errors %d, MainItems %d; want 3, 0 (too large is not a failure of ours), 1", s.TooLarge, s.Errors, s.MainItems)
 	}
 }
 
@@ -575,7 +618,7 @@ func TestRemoveDuringLoad(t *testing.T) {
 			done <- v
 		}()
 		synctest.Wait()
-		g.RemoveLocal("k")
+		g.DropLocal("k")
 		mustGet(t, g, "k", "new") // arrives after Remove: does not join the old load
 		close(release)
 		if v := <-done; string(v.Data) != "old" {
@@ -603,7 +646,7 @@ func TestSetDuringLoad(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait()
-		if err := g.SetLocal("k", Value{Data: []byte("set")}); err != nil {
+		if _, err := g.SetLocal(t.Context(), "k", Value{Data: []byte("set")}); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -617,9 +660,9 @@ func TestSetLocalTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := newOrigin()
 		g := newTestGroup(t, GroupConfig{TTL: time.Minute}, o.getter(0).(GetterFunc))
-		g.SetLocal("a", Value{Data: []byte("set")})
-		g.SetLocal("b", Value{Data: []byte("set"), Expires: time.Now().Add(time.Second)})
-		g.SetLocal("c", Value{Data: []byte("set"), Expires: time.Now().Add(-time.Second)})
+		g.SetLocal(t.Context(), "a", Value{Data: []byte("set")})
+		g.SetLocal(t.Context(), "b", Value{Data: []byte("set"), Expires: time.Now().Add(time.Second)})
+		g.SetLocal(t.Context(), "c", Value{Data: []byte("set"), Expires: time.Now().Add(-time.Second)})
 		mustGet(t, g, "a", "set")
 		mustGet(t, g, "b", "set")
 		mustGet(t, g, "c", "v:c") // already expired: not stored
@@ -661,13 +704,33 @@ func TestNilPeerMeansThisNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, g, "k", "v:k")
-	if err := g.Set(t.Context(), "s", Value{Data: []byte("x")}); err != nil {
+	if _, err := g.Set(t.Context(), "s", Value{Data: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Remove(t.Context(), "s"); err != nil {
+	if _, err := g.Remove(t.Context(), "s"); err != nil {
 		t.Fatal(err)
 	}
 	if s := g.Stats(); s.MainItems != 1 || s.LocalLoads != 1 {
 		t.Fatalf("MainItems %d, LocalLoads %d; want 1, 1", s.MainItems, s.LocalLoads)
+	}
+}
+
+// TestOriginRefusingALargeValue: an origin that stops reading at the limit
+// and returns ErrTooLarge itself is counted and remembered the same way as a
+// value over MaxValueBytes.
+func TestOriginRefusingALargeValue(t *testing.T) {
+	t.Parallel()
+	var loads atomic.Int64
+	g := newTestGroup(t, GroupConfig{}, func(context.Context, string) (Value, error) {
+		loads.Add(1)
+		return Value{}, fmt.Errorf("upstream body over the limit: %w", ErrTooLarge)
+	})
+	for range 3 {
+		if _, err := g.Get(t.Context(), "k"); !errors.Is(err, ErrLoad) || !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("err = %v, want ErrLoad and ErrTooLarge", err)
+		}
+	}
+	if s := g.Stats(); loads.Load() != 1 || s.TooLarge != 1 || s.Errors != 0 {
+		t.Fatalf("loads %d, TooLarge %d, Errors %d; want 1, 1, 0", loads.Load(), s.TooLarge, s.Errors)
 	}
 }

@@ -23,8 +23,18 @@ type entry struct {
 	v Value
 	// size is the entry's accounted size in bytes, fixed when it is added.
 	size int64
+	// src, for a hot copy, is the owner whose contact lease it is served
+	// under (nil: no lease, HotTTL alone bounds it).
+	src Leaser
+	// stamp is the term (main cache) or the contact epoch of src (hot
+	// cache) the entry was stored under; it is served only while that
+	// still holds.
+	stamp uint64
 	// notFound marks a remembered ErrNotFound: v is empty.
 	notFound bool
+	// fallback marks a hot copy loaded here because src could not be
+	// reached: it is served without a lease, until src is in contact again.
+	fallback bool
 }
 
 // expired reports whether e must no longer be served at now.
@@ -45,11 +55,10 @@ func entrySize(key string, v Value) int64 {
 // simplelru holds. The callback runs under mu but calls no user code.
 // An lru is safe for concurrent use.
 type lru struct {
-	maxBytes int64
-
-	mu    sync.Mutex
-	c     *simplelru.LRU[string, entry]
-	bytes int64 // guarded by mu
+	mu       sync.Mutex
+	maxBytes int64 // guarded by mu
+	c        *simplelru.LRU[string, entry]
+	bytes    int64 // guarded by mu
 
 	evictions atomic.Int64
 }
@@ -85,16 +94,29 @@ func (l *lru) get(key string) (entry, bool) {
 	return e, true
 }
 
+// guard is what a load read before it began: the key's write epoch and the
+// group's ring generation. A load whose guard no longer holds when it
+// completes raced with a write of its key or a ring change, and its result
+// is not stored. The zero guard always holds.
+type guard struct {
+	epoch, ring         *atomic.Uint64
+	wantEpoch, wantRing uint64
+}
+
+func (g guard) holds() bool {
+	return (g.epoch == nil || g.epoch.Load() == g.wantEpoch) && (g.ring == nil || g.ring.Load() == g.wantRing)
+}
+
 // add stores e under key, replacing any entry for key, and evicts least
-// recently used entries until the bytes fit. If guard is not nil, e is stored
-// only if guard.Load() == want at the moment of storing (checked under mu):
-// this is how a load that raced with a Remove or Set is discarded. An entry
-// larger than the whole budget is not stored, but still replaces (removes)
-// the old entry. add reports whether e was stored.
-func (l *lru) add(key string, e entry, guard *atomic.Uint64, want uint64) bool {
+// recently used entries until the bytes fit. e is stored only if g holds at
+// the moment of storing (checked under mu): this is how a load that raced
+// with a Remove, a Set or a ring change is discarded. An entry larger than
+// the whole budget is not stored, but still replaces (removes) the old
+// entry. add reports whether e was stored.
+func (l *lru) add(key string, e entry, g guard) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if guard != nil && guard.Load() != want {
+	if !g.holds() {
 		return false
 	}
 	// Remove first, so the callback subtracts the old entry's size: simplelru's
@@ -119,6 +141,101 @@ func (l *lru) remove(key string) {
 	l.mu.Lock()
 	l.c.Remove(key)
 	l.mu.Unlock()
+}
+
+// keyed is an entry with its key, as takeIf and walk hand them out.
+type keyed struct {
+	key string
+	e   entry
+}
+
+// takeIf removes every entry for which take returns true and returns them,
+// least recently used first. take runs under mu: it must be quick and call
+// no user code.
+func (l *lru) takeIf(take func(key string) bool) []keyed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []keyed
+	for _, k := range l.c.Keys() {
+		if take(k) {
+			e, _ := l.c.Peek(k)
+			l.c.Remove(k)
+			out = append(out, keyed{k, e})
+		}
+	}
+	return out
+}
+
+// newest returns up to n entries, most recently used first, without
+// marking them used.
+func (l *lru) newest(n int) []keyed {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := l.c.Keys()
+	out := make([]keyed, 0, min(n, len(keys)))
+	for i := len(keys) - 1; i >= 0 && len(out) < n; i-- {
+		e, _ := l.c.Peek(keys[i])
+		out = append(out, keyed{keys[i], e})
+	}
+	return out
+}
+
+// addIfAbsent is add for a key that has no entry yet: it stores nothing
+// (and reports false) when key has one.
+func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
+	l.mu.Lock()
+	if l.c.Contains(key) {
+		l.mu.Unlock()
+		return false
+	}
+	l.mu.Unlock()
+	// Another add may slip in between: it stores a value at least as new
+	// (a write or a load), and this one then replaces it only if the guard
+	// still holds, which a write would have broken.
+	return l.add(key, e, g)
+}
+
+// setMax changes the byte bound, evicting least recently used entries
+// until the bytes fit.
+func (l *lru) setMax(maxBytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.maxBytes = maxBytes
+	for l.bytes > l.maxBytes {
+		if _, _, ok := l.c.RemoveOldest(); !ok {
+			break
+		}
+		l.evictions.Add(1)
+	}
+}
+
+// budget returns the byte bound.
+func (l *lru) budget() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxBytes
+}
+
+// clear drops every entry.
+func (l *lru) clear() {
+	l.mu.Lock()
+	l.c.Purge()
+	l.mu.Unlock()
+}
+
+// removeIf drops every key for which drop returns true and returns how many
+// it dropped. drop runs under mu: it must be quick and call no user code.
+func (l *lru) removeIf(drop func(key string) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, k := range l.c.Keys() {
+		if drop(k) {
+			l.c.Remove(k)
+			n++
+		}
+	}
+	return n
 }
 
 // usage returns the accounted bytes and the number of entries.

@@ -29,7 +29,7 @@ func val(n int) Value { return Value{Data: make([]byte, n)} }
 
 func addVal(l *lru, key string, n int) bool {
 	v := val(n)
-	return l.add(key, entry{v: v, size: entrySize(key, v)}, nil, 0)
+	return l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
 }
 
 func TestLRUAccountsBytes(t *testing.T) {
@@ -113,7 +113,7 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := newLRU(1 << 20)
 		v := Value{Data: []byte("x"), Expires: time.Now().Add(time.Second)}
-		l.add("k", entry{v: v, size: entrySize("k", v)}, nil, 0)
+		l.add("k", entry{v: v, size: entrySize("k", v)}, guard{})
 		time.Sleep(time.Second - time.Nanosecond)
 		if _, ok := l.get("k"); !ok {
 			t.Fatal("entry missing before its expiry")
@@ -158,14 +158,14 @@ func TestLRUAccountingUnderConcurrency(t *testing.T) {
 func TestLRUGuardDiscardsStaleAdd(t *testing.T) {
 	t.Parallel()
 	l := newLRU(1 << 20)
-	var guard atomic.Uint64
-	want := guard.Load()
-	guard.Add(1) // a Remove happened while the load ran
+	var epoch atomic.Uint64
+	want := epoch.Load()
+	epoch.Add(1) // a Remove happened while the load ran
 	v := val(1)
-	if l.add("k", entry{v: v, size: entrySize("k", v)}, &guard, want) {
+	if l.add("k", entry{v: v, size: entrySize("k", v)}, guard{epoch: &epoch, wantEpoch: want}) {
 		t.Fatal("add stored a value whose epoch had moved on")
 	}
-	if !l.add("k", entry{v: v, size: entrySize("k", v)}, &guard, guard.Load()) {
+	if !l.add("k", entry{v: v, size: entrySize("k", v)}, guard{epoch: &epoch, wantEpoch: epoch.Load()}) {
 		t.Fatal("add refused a value with the current epoch")
 	}
 }
@@ -186,7 +186,7 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	l := newLRU(1 << 40)
 	for _, k := range keys {
-		l.add(k, entry{size: 1}, nil, 0)
+		l.add(k, entry{size: 1}, guard{})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)

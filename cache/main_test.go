@@ -53,6 +53,7 @@ type fakePeer struct {
 	node *Node
 
 	fail    atomic.Pointer[error] // if set, every call returns it
+	lease   atomic.Pointer[leaseState]
 	fetches atomic.Int64
 	// beforeInvalidate, if set, runs at the start of Invalidate: a test
 	// uses it to put a call of its own into the middle of a Remove.
@@ -64,6 +65,23 @@ type fakePeer struct {
 var errUnreachable = errors.New("fake peer: connection refused")
 
 func (p *fakePeer) String() string { return p.name }
+
+// leaseState is a fakePeer's contact lease, as a test sets it.
+type leaseState struct {
+	epoch uint64
+	ok    bool
+}
+
+// Contact makes a fakePeer a Leaser: its lease holds at epoch 0 until a
+// test sets another state.
+func (p *fakePeer) Contact() (uint64, bool) {
+	if l := p.lease.Load(); l != nil {
+		return l.epoch, l.ok
+	}
+	return 0, true
+}
+
+func (p *fakePeer) setLease(epoch uint64, ok bool) { p.lease.Store(&leaseState{epoch, ok}) }
 
 func (p *fakePeer) err() error {
 	if e := p.fail.Load(); e != nil {
@@ -91,19 +109,27 @@ func (p *fakePeer) Fetch(ctx context.Context, group, key string) (Value, error) 
 	if err != nil {
 		return Value{}, err
 	}
-	return g.GetLocal(ctx, key)
+	return g.GetLocal(ctx, key, 0, nil)
 }
 
-func (p *fakePeer) Store(_ context.Context, group, key string, v Value) error {
+func (p *fakePeer) Store(ctx context.Context, group, key string, v Value) (WriteResult, error) {
 	p.stores.Add(1)
 	g, err := p.group(group)
 	if err != nil {
-		return err
+		return WriteResult{}, err
 	}
-	return g.SetLocal(key, v)
+	return g.SetLocal(ctx, key, v)
 }
 
-func (p *fakePeer) Invalidate(_ context.Context, group, key string) error {
+func (p *fakePeer) Remove(ctx context.Context, group, key string) (WriteResult, error) {
+	g, err := p.group(group)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	return g.RemoveLocal(ctx, key)
+}
+
+func (p *fakePeer) Drop(_ context.Context, group, key string) error {
 	p.invalidates.Add(1)
 	if p.beforeInvalidate != nil {
 		p.beforeInvalidate()
@@ -112,7 +138,7 @@ func (p *fakePeer) Invalidate(_ context.Context, group, key string) error {
 	if err != nil {
 		return err
 	}
-	g.RemoveLocal(key)
+	g.DropLocal(key)
 	return nil
 }
 
@@ -132,14 +158,24 @@ func (r ring) PickPeer(key string) (Peer, bool) {
 	return r.peers[i], true
 }
 
-func (r ring) Peers() []Peer {
-	var ps []Peer
+// DropCopies drops key on every other node, in parallel, and names those
+// whose Drop failed (fakes hold no leases, so there is nothing to wait for).
+func (r ring) DropCopies(ctx context.Context, group, key string) []string {
+	errs := make([]error, len(r.peers))
+	var wg sync.WaitGroup
 	for i, p := range r.peers {
 		if i != r.self {
-			ps = append(ps, p)
+			wg.Go(func() { errs[i] = p.Drop(ctx, group, key) })
 		}
 	}
-	return ps
+	wg.Wait()
+	var unreached []string
+	for i, err := range errs {
+		if err != nil {
+			unreached = append(unreached, r.peers[i].name)
+		}
+	}
+	return unreached
 }
 
 // hashOwner spreads keys over n nodes.

@@ -6,28 +6,60 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 )
+
+// defaultHandoffWindow is Config.HandoffWindow's default: long enough for
+// the keys that moved to be asked for once at a modest request rate.
+const defaultHandoffWindow = time.Minute
 
 // Node owns a set of groups and the peer picker they share. Several Nodes
 // can live in one process. A Node is safe for concurrent use.
 type Node struct {
-	peers PeerPicker
-	log   *slog.Logger
+	peers   PeerPicker
+	tenure  func() (uint64, bool)
+	handoff time.Duration // Config.HandoffWindow with its default
+	log     *slog.Logger
+	retired atomic.Bool // see Retire
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
 }
 
-// New returns a Node with no groups.
+// New returns a Node with no groups. If cfg.Peers is a RingNotifier, the
+// Node registers with it.
 func New(cfg Config) *Node {
-	n := &Node{peers: cfg.Peers, log: cfg.Logger, groups: make(map[string]*Group)}
+	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, handoff: cfg.HandoffWindow, log: cfg.Logger, groups: make(map[string]*Group)}
+	if n.handoff == 0 {
+		n.handoff = defaultHandoffWindow
+	}
 	if n.peers == nil {
 		n.peers = NoPeers{}
 	}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	if rn, ok := n.peers.(RingNotifier); ok {
+		rn.NotifyRing(n.RingChanged)
+	}
 	return n
+}
+
+// Retire makes the node refuse to apply writes as an owner (ErrNotOwner)
+// from now on, for a node that is leaving: once it hands its values to their
+// next owners, a write it applied would be lost with it, and a write that
+// raced the hand-off could be undone by it. Reads are served as before.
+func (n *Node) Retire() { n.retired.Store(true) }
+
+// RingChanged drops, in every group, what the node may no longer serve
+// after a change of the ring: main-cache entries of keys it no longer owns,
+// and hot copies of keys it now owns. It is called by the PeerPicker when it
+// is a RingNotifier; a PeerPicker that is not must call it after each change.
+func (n *Node) RingChanged() {
+	for _, g := range n.Groups() {
+		g.ringChanged()
+	}
 }
 
 // NewGroup validates cfg and adds a group to the node. It returns an error
@@ -43,7 +75,7 @@ func (n *Node) NewGroup(cfg GroupConfig) (*Group, error) {
 	if _, ok := n.groups[cfg.Name]; ok {
 		return nil, fmt.Errorf("%w: %q", ErrGroupExists, cfg.Name)
 	}
-	g := newGroup(cfg, n.peers, n.log.With("group", cfg.Name))
+	g := newGroup(cfg, n, n.log.With("group", cfg.Name))
 	n.groups[cfg.Name] = g
 	return g, nil
 }

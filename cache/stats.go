@@ -17,7 +17,9 @@ type Stats struct {
 	Errors        int64 // Get calls that returned an error other than not-found
 	Evictions     int64 // entries evicted for space (main and hot)
 	HotPromotions int64 // values fetched from a peer and kept in the hot cache
-	TooLarge      int64 // loaded values not cached because they exceed MaxValueBytes
+	TooLarge      int64 // values refused because they exceed MaxValueBytes
+	HandoffsTaken int64 // values of keys that moved here taken from their previous owner (fetched or adopted) instead of loaded
+	HandoffsGiven int64 // values of keys that moved away handed to their new owner
 	MainBytes     int64 // bytes in the main cache: keys, values and per-entry overhead
 	MainItems     int64 // entries in the main cache (remembered not-founds included)
 	HotBytes      int64 // bytes in the hot cache
@@ -30,6 +32,7 @@ type counters struct {
 	peerLoads, peerErrors, localLoads atomic.Int64
 	deduped, notFounds, errors        atomic.Int64
 	hotPromotions, tooLarge           atomic.Int64
+	handoffsTaken, handoffsGiven      atomic.Int64
 }
 
 // Stats returns a snapshot of the group's counters. The fields are read one
@@ -49,6 +52,8 @@ func (g *Group) Stats() Stats {
 		Evictions:     g.main.evictions.Load() + g.hot.evictions.Load(),
 		HotPromotions: g.st.hotPromotions.Load(),
 		TooLarge:      g.st.tooLarge.Load(),
+		HandoffsTaken: g.st.handoffsTaken.Load(),
+		HandoffsGiven: g.st.handoffsGiven.Load(),
 	}
 	s.MainBytes, s.MainItems = g.main.usage()
 	s.HotBytes, s.HotItems = g.hot.usage()

@@ -43,7 +43,7 @@ type Registry struct {
 	ownsClient bool
 	key        string
 	self       Member
-	value      string
+	value      string // guarded by mu once New returns (Leave changes it)
 	log        *slog.Logger
 
 	ctx       context.Context // ends at Close or when the client is closed
@@ -55,6 +55,8 @@ type Registry struct {
 	closeErr  error
 
 	compactions atomic.Int64 // watches that ended on a compacted revision
+
+	tenure tenure // read by Tenure without the lock
 
 	mu          sync.Mutex
 	changed     chan struct{} // closed and replaced at every change of State
@@ -157,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		done:       make(chan struct{}),
 		reput:      make(chan struct{}, 1),
 		changed:    make(chan struct{}),
+		tenure:     tenure{born: time.Now()},
 	}
 	r.ctx, r.cancel = context.WithCancel(client.Ctx())
 
@@ -250,6 +253,30 @@ func (r *Registry) State() State {
 	}
 }
 
+// Leave marks this node as leaving in etcd, so that the other nodes drop it
+// from their rings at once, while it stays registered: its lease is kept
+// alive (and its Tenure holds) until Close. A node calls it first when it
+// stops gracefully, to hand its values to their next owners while it still
+// serves them. Close does the same if Leave was not called.
+func (r *Registry) Leave(ctx context.Context) error {
+	leaving := r.self
+	leaving.Leaving = true
+	v, err := leaving.encode()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	lease := r.lease
+	// A put of the key again (the keepalive loop's, when the key went
+	// missing) must keep the mark.
+	r.value = v
+	r.mu.Unlock()
+	if _, err := r.client.Put(ctx, r.key, v, clientv3.WithLease(lease)); err != nil {
+		return fmt.Errorf("peers: mark %s leaving: %w", r.key, err)
+	}
+	return nil
+}
+
 // Close stops the registry, marks the node as leaving, revokes its lease so that the other
 // nodes drop it at once, and closes the etcd client if New opened it. It waits at most a
 // TTL for etcd (after that the lease has expired anyway). Close is idempotent.
@@ -302,6 +329,7 @@ func (r *Registry) stop() {
 func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, error) {
 	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
 	defer cancel()
+	sent := time.Now()
 	g, err := r.client.Grant(opCtx, int64(r.cfg.TTL/time.Second))
 	if err != nil {
 		return nil, nil, fmt.Errorf("grant lease: %w", err)
@@ -310,8 +338,9 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	// reach us, Close still revokes the lease that holds the key.
 	r.mu.Lock()
 	r.lease = g.ID
+	value := r.value
 	r.mu.Unlock()
-	if _, err := r.client.Put(opCtx, r.key, r.value, clientv3.WithLease(g.ID)); err != nil {
+	if _, err := r.client.Put(opCtx, r.key, value, clientv3.WithLease(g.ID)); err != nil {
 		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
 	}
 	kaCtx, stop := context.WithCancel(r.ctx)
@@ -325,6 +354,7 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.lastContact = time.Now()
 	r.notifyLocked()
 	r.mu.Unlock()
+	r.tenure.start(g.ID, sent, time.Duration(g.TTL)*time.Second)
 	return ka, stop, nil
 }
 
@@ -338,6 +368,7 @@ func (r *Registry) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse, st
 		if r.ctx.Err() != nil {
 			return
 		}
+		r.tenure.end()
 		r.mu.Lock()
 		r.registered = false
 		r.notifyLocked()
@@ -357,17 +388,18 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 		select {
 		case <-r.ctx.Done():
 			return r.ctx.Err()
-		case _, ok := <-ka:
+		case resp, ok := <-ka:
 			if !ok {
 				return errLeaseLost
 			}
+			r.tenure.renew(time.Now(), resp.TTL, r.cfg.TTL)
 			r.touch(false)
 		case <-r.reput:
 			r.mu.Lock()
-			lease := r.lease
+			lease, value := r.lease, r.value
 			r.mu.Unlock()
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.TTL)
-			_, err := r.client.Put(ctx, r.key, r.value, clientv3.WithLease(lease))
+			_, err := r.client.Put(ctx, r.key, value, clientv3.WithLease(lease))
 			cancel()
 			if err != nil {
 				return fmt.Errorf("put missing key %s: %w", r.key, err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -64,6 +65,47 @@ type testNode struct {
 	node  *cache.Node
 	group *cache.Group
 	srv   *httptest.Server
+	gate  *gate // pause and resume the whole node, as SIGSTOP would
+}
+
+// gate holds every request to a node while it is paused: the kernel still
+// accepts the connection, nothing answers (a paused process, docker pause).
+type gate struct {
+	mu     sync.Mutex
+	closed chan struct{} // nil while open
+}
+
+func (g *gate) pause() {
+	g.mu.Lock()
+	if g.closed == nil {
+		g.closed = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) resume() {
+	g.mu.Lock()
+	if g.closed != nil {
+		close(g.closed)
+		g.closed = nil
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.mu.Lock()
+		c := g.closed
+		g.mu.Unlock()
+		if c != nil {
+			select {
+			case <-c:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // clusterOpts tunes newCluster; every field may be left zero.
@@ -73,6 +115,8 @@ type clusterOpts struct {
 	origin origin
 	// wrap, if set, wraps each node's public handler.
 	wrap func(http.Handler) http.Handler
+	// tenure, if set, gives node i's cache.Config.Tenure.
+	tenure func(i int) func() (uint64, bool)
 }
 
 // newCluster starts n nodes on loopback that know each other, and a log of
@@ -89,8 +133,11 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		// Listen before building the pool: the pool needs its own URL,
 		// and the server needs the pool's handler before it starts.
 		srv := httptest.NewUnstartedServer(nil)
-		tn := &testNode{url: "http://" + srv.Listener.Addr().String(), srv: srv}
-		cfg := Config{Self: tn.url}
+		tn := &testNode{url: "http://" + srv.Listener.Addr().String(), srv: srv, gate: &gate{}}
+		// A generous silence bound: on a loaded machine under the race
+		// detector a node can miss a 1s deadline, and the tests that are
+		// about silence set their own.
+		cfg := Config{Self: tn.url, PeerTimeout: 5 * time.Second}
 		if o.pool != nil {
 			o.pool(i, &cfg)
 		}
@@ -99,7 +146,11 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 			t.Fatal(err)
 		}
 		tn.pool = pool
-		tn.node = cache.New(cache.Config{Peers: pool})
+		ccfg := cache.Config{Peers: pool}
+		if o.tenure != nil {
+			ccfg.Tenure = o.tenure(i)
+		}
+		tn.node = cache.New(ccfg)
 		gcfg := cache.GroupConfig{
 			Name:     testGroup,
 			MaxBytes: 64 << 20,
@@ -125,7 +176,7 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 			public = o.wrap(h)
 		}
 		mux.Handle(PublicPrefix, public)
-		srv.Config.Handler = mux
+		srv.Config.Handler = tn.gate.wrap(mux)
 		srv.Start()
 		t.Cleanup(srv.Close)
 		t.Cleanup(pool.Close)

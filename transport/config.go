@@ -14,7 +14,8 @@ import (
 const (
 	DefaultBasePath            = "/_groupcache/" // groupcache's
 	DefaultReplicas            = 50              // groupcache's
-	DefaultPeerTimeout         = 3 * time.Second
+	DefaultPeerTimeout         = time.Second
+	DefaultLeaseTTL            = time.Second
 	DefaultDialTimeout         = time.Second
 	DefaultMaxResponseBytes    = 64 << 20
 	DefaultMaxIdleConnsPerHost = 64
@@ -42,14 +43,26 @@ type Config struct {
 	// the same function.
 	Hash consistenthash.Hash
 
-	// PeerTimeout bounds each request to a peer, from dial to the last byte
-	// of the response. If zero, 3s. It should exceed the owner's origin
-	// latency: a fetch that times out makes the caller load locally.
+	// PeerTimeout is how long a peer may stay silent: a request fails, and
+	// the peer is suspected (its keys fall back to local loads until it
+	// answers a probe), when no byte of an answer arrives for this long. An
+	// owner that is loading a key sends 102 Processing every PeerTimeout/3,
+	// so a slow origin is waited for, up to the group's LoadTimeout, while
+	// a hung or paused owner is noticed within PeerTimeout. If zero, 1s.
+	// Keep it well above the network's round trip and the longest GC or
+	// scheduling pause of a node. (A groupcache peer sends no 102: its
+	// origin loads must finish within PeerTimeout or the requester loads
+	// the key itself.)
 	PeerTimeout time.Duration
+
+	// LeaseTTL is how long a contact lease lasts: how long a node may serve
+	// its copies of a peer's values after it last heard from that peer, and
+	// so how long a write can wait for a node it cannot reach. If zero, 1s.
+	LeaseTTL time.Duration
 
 	// DialTimeout bounds connecting to a peer, name lookup included. If
 	// zero, 1s (capped at PeerTimeout). A peer that could not be dialled is
-	// then skipped for DialTimeout, so that while a dead node is still in
+	// suspected like a silent one, so that while a dead node is still in
 	// the ring (its lease and hold-down running out) requests for its keys
 	// fall back to a local load at once instead of each waiting to fail.
 	DialTimeout time.Duration
@@ -102,6 +115,7 @@ func DefaultConfig() Config {
 		Replicas:            DefaultReplicas,
 		Hash:                consistenthash.CRC32,
 		PeerTimeout:         DefaultPeerTimeout,
+		LeaseTTL:            DefaultLeaseTTL,
 		MaxResponseBytes:    DefaultMaxResponseBytes,
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
 		MaxKeyBytes:         DefaultMaxKeyBytes,
@@ -139,6 +153,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PeerTimeout < 0 {
 		return c, fmt.Errorf("%w: PeerTimeout %v < 0", ErrConfig, c.PeerTimeout)
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.LeaseTTL < 0 {
+		return c, fmt.Errorf("%w: LeaseTTL %v < 0", ErrConfig, c.LeaseTTL)
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = min(DefaultDialTimeout, c.PeerTimeout)

@@ -4,10 +4,14 @@
 // (consistenthash.Map) of peer base URLs, held in an atomic.Pointer and
 // replaced whole by Pool.Set. It implements cache.PeerPicker, so a cache.Node
 // built with it asks a key's owner for missing keys. The peer client shares
-// one keep-alive http.Transport sized for concurrency, bounds every request
-// by Config.PeerTimeout (and connecting by Config.DialTimeout, after which a
-// peer that could not be dialled is skipped for as long, so a dead node costs
-// one failed dial rather than one per request until the ring drops it), and
+// one keep-alive http.Transport sized for concurrency. It tells a slow owner
+// from a silent one: an owner that is loading a key sends 102 Processing
+// every Config.PeerTimeout/3, and a request that gets no byte for
+// PeerTimeout fails (connecting is bounded by Config.DialTimeout). A peer
+// that could not be dialled or fell silent is suspected, a circuit breaker:
+// requests for its keys fail at once, so the cache loads them locally,
+// until a background probe (one lease ping at a time) gets an answer. So a
+// paused node costs PeerTimeout once rather than per request. The client
 // returns typed errors (*PeerError): wrapping
 // cache.ErrNotFound or cache.ErrLoad when the owner answered that its origin
 // has no such key or failed, which the cache reports as they are, and
@@ -18,7 +22,13 @@
 // <BasePath><group>/<key> answered by a groupcachepb.GetResponse, so a
 // groupcache process and ringcache nodes that share the ring settings serve
 // each other. What groupcache lacks rides in X-Ringcache-* headers and extra
-// methods on the same path (PUT sets, DELETE invalidates). A request that
+// methods on the same path (PUT writes, DELETE removes, both applied by the
+// key's owner, which answers 421 for a key it does not own; DELETE with
+// X-Ringcache-Scope: copy drops one node's copies). After a write the owner
+// drops the key's copy on every node (Pool.DropCopies); copies are served
+// only under contact leases (lease.go), so a node the owner could not reach
+// cannot serve the old value past its lease, and the owner waits that long
+// before it answers. A request that
 // arrives on the peer route is served by cache.Group.GetLocal and never
 // forwarded again (the one-hop rule), so nodes that briefly disagree about
 // the ring cannot bounce a request between them. With Config.Secret set,

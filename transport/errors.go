@@ -45,8 +45,14 @@ var (
 	ErrPeerStatus = errors.New("transport: unexpected peer status")
 
 	// ErrPeerDown is returned by the peer client, without a request, for a
-	// peer that could not be dialled within the last Config.DialTimeout.
+	// suspected peer: one that could not be dialled or fell silent, and has
+	// not answered a probe since.
 	ErrPeerDown = errors.New("transport: peer unreachable")
+
+	// ErrPeerSilent is returned by the peer client for a request that got
+	// no byte of an answer within Config.PeerTimeout: a hung or paused
+	// process, whose kernel still accepts connections.
+	ErrPeerSilent = errors.New("transport: peer silent")
 
 	// ErrBadResponse is returned by the peer client for a response it
 	// cannot decode.

@@ -129,18 +129,31 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		if maxAge, ok := parseMaxAge(r.Header.Get("Cache-Control")); ok {
 			v.Expires = h.now().Add(maxAge)
 		}
-		if err := g.Set(ctx, key, v); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		res, err := g.Set(ctx, key, v)
+		h.written(w, r, res, err)
 	case http.MethodDelete:
-		if err := g.Remove(ctx, key); err != nil {
-			h.fail(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
+		res, err := g.Remove(ctx, key)
+		h.written(w, r, res, err)
 	}
+}
+
+// HeaderUnreached is the header of a public write's 204 that names the
+// nodes the owner could not tell to drop their copy of the key. The write
+// was applied; those nodes' copies expired by lease before the answer, so
+// they will not serve the old value either.
+const HeaderUnreached = "Ringcache-Unreached"
+
+// written answers a write: 204 once the owner applied it, an error when it
+// did not.
+func (h *Handler) written(w http.ResponseWriter, r *http.Request, res cache.WriteResult, err error) {
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if len(res.Unreached) > 0 {
+		w.Header().Set(HeaderUnreached, strings.Join(res.Unreached, ", "))
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // fail writes err and logs it when it is a failure of ours (500), which

@@ -115,8 +115,10 @@ func TestValueMetadata(t *testing.T) {
 }
 
 // TestOriginErrors maps the origin's answers, seen through a non-owner, to
-// status codes: not found (no fallback load: the owner answered), failure,
-// timeout, and a panic.
+// status codes and bodies: not found (no fallback load: the owner answered),
+// failure, timeout, a panic and a value over the limit. A failure is
+// remembered at the owner for ErrorTTL, so the second request of each does
+// not reach the origin; a not-found is not remembered (NotFoundTTL is 0).
 func TestOriginErrors(t *testing.T) {
 	t.Parallel()
 	nodes, loads := newCluster(t, 3, clusterOpts{
@@ -134,6 +136,8 @@ func TestOriginErrors(t *testing.T) {
 				return cache.Value{}, fmt.Errorf("upstream: %w", context.DeadlineExceeded)
 			case strings.HasPrefix(key, "panic"):
 				panic("getter bug")
+			case strings.HasPrefix(key, "huge"):
+				return cache.Value{Data: make([]byte, 2<<20)}, nil
 			}
 			return defaultOrigin(ctx, node, key)
 		},
@@ -142,30 +146,35 @@ func TestOriginErrors(t *testing.T) {
 	tests := []struct {
 		key    string
 		status int
+		body   string
+		loads  int
 	}{
-		{"missing", http.StatusNotFound},
-		{"refused", http.StatusBadRequest},
-		{"fail", http.StatusBadGateway},
-		{"slow", http.StatusGatewayTimeout},
-		{"panic", http.StatusBadGateway},
+		{"missing", http.StatusNotFound, "not found", 2},
+		{"refused", http.StatusBadRequest, "bad request", 1},
+		{"fail", http.StatusBadGateway, "origin failed", 1},
+		{"slow", http.StatusGatewayTimeout, "origin timed out", 1},
+		{"panic", http.StatusBadGateway, "origin failed", 1},
+		{"huge", http.StatusBadGateway, "origin value too large", 1},
 	}
 	for _, tt := range tests {
 		for _, n := range []*testNode{notOwner(t, nodes, tt.key), owner(t, nodes, tt.key)} {
 			r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, tt.key), nil)
-			if r.status != tt.status {
-				t.Errorf("GET %q at %s: %d %q, want %d", tt.key, n.url, r.status, r.body, tt.status)
+			if r.status != tt.status || strings.TrimSpace(r.body) != tt.body {
+				t.Errorf("GET %q at %s: %d %q, want %d %q", tt.key, n.url, r.status, r.body, tt.status, tt.body)
 			}
 			if strings.Contains(r.body, "internals") || strings.Contains(r.body, "getter bug") || strings.Contains(r.body, "http://") {
 				t.Errorf("GET %q: body %q leaks the origin's error", tt.key, r.body)
 			}
-			if tt.status == http.StatusNotFound && r.header.Get(hdrNotFound) == "" {
-				t.Errorf("GET %q: 404 without the %s header", tt.key, hdrNotFound)
+			for name := range r.header {
+				if strings.HasPrefix(name, "X-Ringcache-") {
+					t.Errorf("GET %q: the public answer carries the peer protocol's %s header", tt.key, name)
+				}
 			}
 		}
 		// The owner answered each time, so nobody loaded in its place.
 		o := owner(t, nodes, tt.key).url
-		if got := loads.of(tt.key); !slices.Equal(got, []string{o, o}) {
-			t.Errorf("loads of %q = %v, want two by the owner (errors are not cached)", tt.key, got)
+		if got := loads.of(tt.key); len(got) != tt.loads || got[0] != o {
+			t.Errorf("loads of %q = %v, want %d by the owner", tt.key, got, tt.loads)
 		}
 	}
 	// Peer route: an unknown group is a plain 404, which the peer client

@@ -8,7 +8,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,120 +20,252 @@ import (
 	"github.com/ringcache/ringcache/cache"
 )
 
-// peer is the client of one member: a cache.Peer. Its requests go through
-// the Pool's shared http.Client.
+// peer is the client of one member: a cache.Peer and a cache.Leaser. Its
+// requests go through the Pool's shared http.Client.
 type peer struct {
 	pool *Pool
 	url  string // base URL, no trailing slash
 
-	// downUntil is when, in Unix nanoseconds, to try a peer again that
-	// could not be dialled; zero when it is thought up.
-	downUntil atomic.Int64
+	// suspect is the circuit breaker: set when the peer could not be
+	// dialled or fell silent (no byte for Config.PeerTimeout), cleared when
+	// a probe (a lease ping, one at a time) gets an answer. While it is set,
+	// requests fail at once with ErrPeerDown and the cache falls back.
+	suspect atomic.Bool
+	probing atomic.Bool // a lease ping is in flight
+
+	contact contact
 }
 
-var _ cache.Peer = (*peer)(nil)
+var (
+	_ cache.Peer           = (*peer)(nil)
+	_ cache.Leaser         = (*peer)(nil)
+	_ cache.HandoffFetcher = (*peer)(nil)
+)
 
-// String returns the peer's base URL, for logs.
+// String returns the peer's base URL, its identity.
 func (pe *peer) String() string { return pe.url }
 
+// Contact reports this node's contact lease from the peer (cache.Leaser),
+// and starts a renewal in the background when the lease is missing or half
+// spent, so that a node that keeps hot copies of the peer's values keeps its
+// lease without a fetch.
+func (pe *peer) Contact() (uint64, bool) {
+	epoch, ok, renew := pe.contact.state(time.Now(), pe.pool.cfg.LeaseTTL)
+	if renew {
+		pe.probe()
+	}
+	return epoch, ok
+}
+
+// probe sends one lease ping in the background unless one is in flight: it
+// renews the lease and, for a suspected peer, is the breaker's half-open
+// probe.
+func (pe *peer) probe() {
+	if !pe.probing.CompareAndSwap(false, true) {
+		return
+	}
+	if !pe.pool.goBackground(func(ctx context.Context) {
+		defer pe.probing.Store(false)
+		err := pe.do(ctx, peerRequest{op: "lease", method: http.MethodGet, path: pe.pool.cfg.BasePath + leaseRoute, probe: true})
+		// Any answer, whatever its status, shows that the peer is alive.
+		perr, failed := errors.AsType[*PeerError](err)
+		if (!failed || perr.StatusCode != 0) && pe.suspect.CompareAndSwap(true, false) {
+			pe.pool.cfg.Logger.Info("transport: peer answers again", "peer", pe.url)
+		}
+	}) {
+		pe.probing.Store(false)
+	}
+}
+
+// trip opens the breaker.
+func (pe *peer) trip(err error) {
+	if pe.suspect.CompareAndSwap(false, true) {
+		pe.pool.cfg.Logger.Warn("transport: peer suspected; requests for its keys fall back until it answers",
+			"peer", pe.url, "err", err)
+	}
+}
+
 // Fetch asks the peer for key's value with groupcache's GET. The peer serves
-// it with Group.GetLocal and never forwards it.
+// it with Group.GetLocal and never forwards it; while its origin load runs
+// it sends 102 Processing, which keeps the request alive past PeerTimeout.
 func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, error) {
 	var v cache.Value
-	err := pe.do(ctx, "get", http.MethodGet, group, key, nil, nil, func(res *http.Response) error {
+	err := pe.do(ctx, peerRequest{op: "get", method: http.MethodGet, group: group, key: key, read: func(res *http.Response) error {
 		var err error
 		v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
 		return err
-	})
+	}})
 	return v, err
 }
 
-// Store sets key's value at the peer with a PUT of the raw bytes; the value's
-// expiry and content type ride in headers.
-func (pe *peer) Store(ctx context.Context, group, key string, v cache.Value) error {
-	return pe.do(ctx, "set", http.MethodPut, group, key, v.Data, func(h http.Header) {
-		setValueHeaders(h, v)
-	}, nil)
+// FetchHandoff asks the peer, the key's previous owner, for the value it
+// holds (cache.HandoffFetcher): a GET marked X-Ringcache-Handoff, which the
+// peer answers from its caches only. cache.ErrNotFound: it holds none.
+func (pe *peer) FetchHandoff(ctx context.Context, group, key string) (cache.Value, error) {
+	var v cache.Value
+	err := pe.do(ctx, peerRequest{op: "handoff", method: http.MethodGet, group: group, key: key,
+		header: func(h http.Header) { h[hdrHandoff] = handoffMarker },
+		read: func(res *http.Response) error {
+			var err error
+			v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
+			return err
+		}})
+	return v, err
 }
 
-// Invalidate drops key from the peer's caches with a DELETE.
-func (pe *peer) Invalidate(ctx context.Context, group, key string) error {
-	return pe.do(ctx, "remove", http.MethodDelete, group, key, nil, nil, nil)
+// Store applies a write at the peer, the key's owner, with a PUT of the raw
+// bytes; the value's expiry and content type ride in headers.
+func (pe *peer) Store(ctx context.Context, group, key string, v cache.Value) (cache.WriteResult, error) {
+	var res cache.WriteResult
+	err := pe.do(ctx, peerRequest{op: "set", method: http.MethodPut, group: group, key: key, body: v.Data,
+		header: func(h http.Header) { setValueHeaders(h, v) },
+		read:   func(r *http.Response) error { res = writeResult(r); return nil },
+		write:  true})
+	return res, err
 }
 
-// do sends one request under the pool's per-peer timeout, signs it when the
-// pool has a secret, maps the status to an error and hands a 2xx response to
-// read. Every failure is a *PeerError.
-func (pe *peer) do(ctx context.Context, op, method, group, key string, body []byte,
-	header func(http.Header), read func(*http.Response) error) (err error) {
+// Remove applies a removal at the peer, the key's owner, with a DELETE.
+func (pe *peer) Remove(ctx context.Context, group, key string) (cache.WriteResult, error) {
+	var res cache.WriteResult
+	err := pe.do(ctx, peerRequest{op: "remove", method: http.MethodDelete, group: group, key: key,
+		read:  func(r *http.Response) error { res = writeResult(r); return nil },
+		write: true})
+	return res, err
+}
+
+// Drop drops the peer's own copies of key, with a DELETE of scope "copy".
+func (pe *peer) Drop(ctx context.Context, group, key string) error {
+	return pe.do(ctx, peerRequest{op: "drop", method: http.MethodDelete, group: group, key: key,
+		header: func(h http.Header) { h[hdrScope] = scopeCopy }})
+}
+
+// writeResult reads the owner's answer to a write.
+func writeResult(res *http.Response) cache.WriteResult {
+	var r cache.WriteResult
+	if u := res.Header.Get(hdrUnreached); u != "" {
+		r.Unreached = strings.Split(u, ",")
+	}
+	return r
+}
+
+// peerRequest is one request to a peer.
+type peerRequest struct {
+	op, method string
+	group, key string // the key's route, unless path is set
+	path       string // an escaped path of its own (the lease ping)
+	body       []byte
+	header     func(http.Header)          // adds headers; may be nil
+	read       func(*http.Response) error // reads a 2xx response; may be nil
+	// write marks an owner-scope write: it waits for the owner to drop the
+	// other nodes' copies, which may take up to a lease, so it is not
+	// bounded by PeerTimeout alone.
+	write bool
+	// probe lets the request through an open breaker.
+	probe bool
+}
+
+// errSilent is the cause of a request that got no byte for PeerTimeout.
+var errSilent = errors.New("no answer within the peer timeout")
+
+// do sends one request, signs it when the pool has a secret, maps the status
+// to an error and hands a 2xx response to r.read. Every failure is a
+// *PeerError.
+//
+// A request fails as silent when no byte of the response (an informational
+// 102 included) arrives within PeerTimeout, or no byte of the body within
+// PeerTimeout of the headers; otherwise only ctx bounds it. A silent or
+// undialable peer opens the breaker.
+func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	p := pe.pool
 	start := time.Now()
 	status := 0
 	defer func() {
 		if err != nil {
-			err = &PeerError{Peer: pe.url, Op: op, StatusCode: status, Err: err}
+			err = &PeerError{Peer: pe.url, Op: r.op, StatusCode: status, Err: err}
 		}
-		if p.cfg.OnPeerRequest != nil {
-			p.cfg.OnPeerRequest(pe.url, op, time.Since(start), err)
+		if p.cfg.OnPeerRequest != nil && !r.probe {
+			p.cfg.OnPeerRequest(pe.url, r.op, time.Since(start), err)
 		}
 	}()
-
-	if until := pe.downUntil.Load(); until != 0 {
-		now := p.now().UnixNano()
-		if now < until {
-			return ErrPeerDown
-		}
-		// The window is over: one request probes the peer while the others
-		// go on skipping it until the probe's dial ends, rather than all of
-		// them waiting on a dead address again.
-		if !pe.downUntil.CompareAndSwap(until, now+int64(p.cfg.DialTimeout)) {
-			return ErrPeerDown
-		}
+	if pe.suspect.Load() && !r.probe {
+		pe.probe()
+		return ErrPeerDown
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.PeerTimeout)
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	silence := p.cfg.PeerTimeout
+	if r.write {
+		// The owner answers a write once every copy is dropped, or has
+		// expired by lease (a drop that times out, then the rest of a
+		// lease): allow for that wait.
+		silence += p.cfg.PeerTimeout + p.cfg.LeaseTTL + leaseMargin(p.cfg.LeaseTTL)
+	}
+	timer := time.AfterFunc(silence, func() { cancel(errSilent) })
+	defer timer.Stop()
+	alive := func() { timer.Reset(p.cfg.PeerTimeout) }
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		Got1xxResponse: func(int, textproto.MIMEHeader) error { alive(); return nil },
+	})
 	var rb io.Reader
-	if body != nil {
-		rb = bytes.NewReader(body)
+	if r.body != nil {
+		rb = bytes.NewReader(r.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, pe.url+peerPath(p.cfg.BasePath, group, key), rb)
+	path := r.path
+	if path == "" {
+		path = peerPath(p.cfg.BasePath, r.group, r.key)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, pe.url+path, rb)
 	if err != nil {
 		return err
 	}
 	st := p.state.Load()
 	req.Header[hdrPeer] = p.selfHeader
 	req.Header[hdrRingVersion] = st.versionHeader
+	if r.method == http.MethodGet {
+		req.Header[hdrLease] = leaseWanted
+	}
 	if len(p.cfg.Secret) > 0 {
 		now := p.now().Unix()
 		req.Header.Set(hdrDate, strconv.FormatInt(now, 10))
-		req.Header.Set(hdrSignature, signature(p.cfg.Secret, method, req.URL.EscapedPath(), now))
+		req.Header.Set(hdrSignature, signature(p.cfg.Secret, r.method, req.URL.EscapedPath(), now))
 	}
-	if header != nil {
-		header(req.Header)
+	if r.header != nil {
+		r.header(req.Header)
 	}
+	sent := time.Now()
 	res, err := p.client.Do(req)
 	if err != nil {
-		if isDialError(err) {
-			pe.downUntil.Store(p.now().Add(p.cfg.DialTimeout).UnixNano())
+		if context.Cause(ctx) == errSilent {
+			err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+			pe.trip(err)
+		} else if isDialError(err) {
+			pe.trip(err)
 		}
 		return err
 	}
-	// Load before Store: on the usual path the peer was never marked down,
-	// and a store on every request would bounce the cache line between
-	// the cores fetching from this peer.
-	if pe.downUntil.Load() != 0 {
-		pe.downUntil.Store(0)
-	}
+	alive() // the body has PeerTimeout from here
 	defer res.Body.Close()
 	status = res.StatusCode
+	if res.Header.Get(hdrRingVersion) == "" {
+		pe.contact.legacy.Store(true)
+	} else if g := res.Header.Get(hdrLease); g != "" && validGrant(g) {
+		pe.contact.legacy.Store(false)
+		pe.contact.renew(sent, g, p.cfg.LeaseTTL)
+	}
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
 	if err := statusError(res); err != nil {
 		// Drain a short error body so that the connection is reused.
 		io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
 		return err
 	}
-	if read != nil {
-		return read(res)
+	if r.read != nil {
+		if err := r.read(res); err != nil {
+			if context.Cause(ctx) == errSilent {
+				err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+				pe.trip(err)
+			}
+			return err
+		}
 	}
 	return nil
 }
@@ -166,12 +301,17 @@ func statusError(res *http.Response) error {
 		return ErrUnauthorized
 	case code == http.StatusRequestEntityTooLarge:
 		return cache.ErrTooLarge
+	case code == http.StatusMisdirectedRequest:
+		return cache.ErrNotOwner
 	case res.Header.Get(hdrLoadError) != "":
 		// A marker rather than the status alone: a proxy between the
 		// nodes can answer 502 or 504 on its own, and that is not the
 		// owner's origin failing.
-		if code == http.StatusGatewayTimeout {
+		switch {
+		case code == http.StatusGatewayTimeout:
 			return fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)
+		case res.Header.Get(hdrLoadError) == loadTooLarge:
+			return fmt.Errorf("%w: %w", cache.ErrLoad, cache.ErrTooLarge)
 		}
 		return cache.ErrLoad
 	}

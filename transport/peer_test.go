@@ -456,9 +456,10 @@ func TestRingVersionMismatchIsLogged(t *testing.T) {
 	}
 }
 
-// TestUnreachablePeerIsSkipped: a peer that cannot be dialled is not dialled
-// again for DialTimeout, so requests for a dead node's keys fall back at
-// once; after the window the next request reaches it again.
+// TestUnreachablePeerIsSkipped: a peer that cannot be dialled is suspected,
+// so requests for a dead node's keys fall back at once without dialling it
+// again; a background probe notices when it answers again, and requests
+// reach it from then on.
 func TestUnreachablePeerIsSkipped(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -468,13 +469,11 @@ func TestUnreachablePeerIsSkipped(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now: dialling is refused
 
-	p, err := NewPool(Config{Self: "http://127.0.0.1:1", DialTimeout: time.Minute, PeerTimeout: time.Minute})
+	p, err := NewPool(Config{Self: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Close)
-	now := time.Unix(1_000_000, 0)
-	p.now = func() time.Time { return now }
 	if err := p.Set("http://" + addr); err != nil {
 		t.Fatal(err)
 	}
@@ -485,12 +484,15 @@ func TestUnreachablePeerIsSkipped(t *testing.T) {
 	if err == nil || errors.Is(err, ErrPeerDown) || !isDialError(err) {
 		t.Fatalf("first fetch: err = %v, want a dial error", err)
 	}
+	if got := p.Suspected(); len(got) != 1 || got[0] != "http://"+addr {
+		t.Fatalf("Suspected() = %v, want the peer", got)
+	}
 	_, err = pe.Fetch(ctx, "g", "k")
 	if !errors.Is(err, ErrPeerDown) {
-		t.Fatalf("second fetch within DialTimeout: err = %v, want ErrPeerDown", err)
+		t.Fatalf("second fetch: err = %v, want ErrPeerDown", err)
 	}
-	if err := pe.Invalidate(ctx, "g", "k"); !errors.Is(err, ErrPeerDown) {
-		t.Fatalf("invalidate within DialTimeout: err = %v, want ErrPeerDown", err)
+	if err := pe.Drop(ctx, "g", "k"); !errors.Is(err, ErrPeerDown) {
+		t.Fatalf("drop: err = %v, want ErrPeerDown", err)
 	}
 
 	ln, err = net.Listen("tcp", addr)
@@ -504,20 +506,17 @@ func TestUnreachablePeerIsSkipped(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	// After the window one request probes the peer; the others keep
-	// skipping it until that probe has ended.
-	now = now.Add(time.Minute + time.Second)
-	probe := pe.(*peer)
-	until := probe.downUntil.Load()
-	if !probe.downUntil.CompareAndSwap(until, now.Add(time.Minute).UnixNano()) {
-		t.Fatal("downUntil changed under the test")
-	}
-	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, ErrPeerDown) {
-		t.Fatalf("fetch while another request probes: err = %v, want ErrPeerDown", err)
-	}
-	probe.downUntil.Store(until) // as if the probe had not started yet
-	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, cache.ErrNotFound) {
-		t.Fatalf("probe after the window: err = %v, want the peer's answer (not found)", err)
+	// Requests keep failing fast; each kicks at most one probe in flight,
+	// and a probe that gets any answer closes the breaker.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.Suspected()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer is still suspected 10s after it came back")
+		}
+		if _, err := pe.Fetch(ctx, "g", "k"); err != nil && !errors.Is(err, ErrPeerDown) && !errors.Is(err, cache.ErrNotFound) {
+			t.Fatalf("fetch while suspected: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	if _, err := pe.Fetch(ctx, "g", "k"); !errors.Is(err, cache.ErrNotFound) {
 		t.Fatalf("fetch after a good probe: err = %v, want the peer's answer (not found)", err)

@@ -19,14 +19,23 @@ import (
 // listener of its own. It serves, under <BasePath><group>/<key>:
 //
 //	GET     the value as a groupcachepb.GetResponse (groupcache's protocol),
-//	        served by Group.GetLocal: never forwarded to another peer
-//	PUT     store the body as the value (Group.SetLocal); 204
-//	DELETE  drop the key from this node's caches (Group.RemoveLocal); 204
+//	        served by Group.GetLocal: never forwarded to another peer. While
+//	        an origin load runs, a ringcache requester is sent 102
+//	        Processing every PeerTimeout/3, so that it can tell a slow
+//	        origin from a hung owner.
+//	PUT     a write of the body as the value, applied here as the key's
+//	        owner (Group.SetLocal); 204, or 421 if this node does not own
+//	        the key by its ring
+//	DELETE  a removal applied here as the key's owner (Group.RemoveLocal;
+//	        204 or 421), or, with X-Ringcache-Scope: copy, the drop of this
+//	        node's own copies that an owner sends after a write (204)
 //
-// A key the origin does not have is a 404 with the X-Ringcache-Not-Found
-// header; an unknown group is a plain 404, as in groupcache. With
-// Config.Secret set, a request without a valid signature gets 401 before
-// anything else is looked at.
+// and <BasePath>_lease, the contact-lease ping (lease.go). Writes answer
+// with X-Ringcache-Unreached naming the nodes that could not be told. A key
+// the origin does not have is a 404 with the X-Ringcache-Not-Found header;
+// an unknown group is a plain 404, as in groupcache. With Config.Secret set,
+// a request without a valid signature gets 401 before anything else is
+// looked at.
 func (p *Pool) PeerHandler(node *cache.Node) http.Handler {
 	return &peerHandler{pool: p, node: node}
 }
@@ -41,13 +50,14 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.pool.state.Load()
 	w.Header()[hdrRingVersion] = st.versionHeader
 	path := r.URL.EscapedPath()
-	if len(cfg.Secret) > 0 {
+	signed := len(cfg.Secret) > 0
+	if signed {
 		err := verifySignature(cfg.Secret, r.Method, path,
 			r.Header.Get(hdrDate), r.Header.Get(hdrSignature), h.pool.now(), cfg.SignatureWindow)
 		if err != nil {
 			cfg.Logger.Debug("transport: refused peer request",
 				"peer", r.Header.Get(hdrPeer), "remote", r.RemoteAddr, "err", err)
-			writeError(w, err)
+			writePeerError(w, err)
 			return
 		}
 	}
@@ -55,64 +65,117 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// be able to fill the log.
 	h.pool.checkVersion(st, peerName(r), r.Header.Get(hdrRingVersion))
 	if !strings.HasPrefix(path, cfg.BasePath) {
-		writeError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
+		writePeerError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
+		return
+	}
+	wantsLease := r.Method == http.MethodGet && r.Header.Get(hdrLease) != ""
+	grant := func() {
+		if wantsLease {
+			if g := h.pool.grantTo(r.Header.Get(hdrPeer), signed); g != "" {
+				w.Header().Set(hdrLease, g)
+			}
+		}
+	}
+	if path == cfg.BasePath+leaseRoute && r.Method == http.MethodGet {
+		grant()
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+adoptRoute) {
+		h.serveAdopt(w, r, strings.TrimPrefix(path, cfg.BasePath+adoptRoute))
 		return
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodPut, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, PUT, DELETE")
-		writeError(w, ErrMethodNotAllowed)
+		writePeerError(w, ErrMethodNotAllowed)
 		return
 	}
 	group, key, err := parsePeerPath(path, cfg.BasePath, cfg.MaxKeyBytes)
 	if err != nil {
-		writeError(w, err)
+		writePeerError(w, err)
 		return
 	}
 	g, ok := h.node.Group(group)
 	if !ok {
-		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, group))
+		writePeerError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, group))
 		return
 	}
+	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet:
-		v, err := g.GetLocal(r.Context(), key)
-		if err != nil {
-			writeError(w, err)
+		if r.Header.Get(hdrHandoff) != "" {
+			v, ok := g.Handoff(key)
+			if !ok {
+				writePeerError(w, cache.ErrNotFound)
+				return
+			}
+			writeGetResponse(w, v)
 			return
 		}
-		// The body is groupcache's GetResponse with only its value set,
-		// written as the message's prefix then the value itself rather
-		// than marshalled into a copy (TestEncodeGetResponse checks the
-		// bytes against proto.Marshal).
-		prefix := getResponsePrefix(len(v.Data))
-		setValueHeaders(w.Header(), v)
-		w.Header().Set("Content-Type", protobufType)
-		w.Header().Set("Content-Length", strconv.Itoa(len(prefix)+len(v.Data)))
-		w.Write(prefix)
-		w.Write(v.Data)
+		grant()
+		var beat func()
+		if r.Header.Get(hdrPeer) != "" { // a ringcache requester reads 1xx; others need not see them
+			beat = func() { w.WriteHeader(http.StatusProcessing) }
+		}
+		v, err := g.GetLocal(ctx, key, cfg.PeerTimeout/3, beat)
+		// Granted again at the answer: a revocation made while the load
+		// ran must reach the requester with this value (lease.go).
+		grant()
+		if err != nil {
+			writePeerError(w, err)
+			return
+		}
+		writeGetResponse(w, v)
 	case http.MethodPut:
 		v, err := readValue(w, r, g.Config().MaxValueBytes)
 		if err != nil {
-			writeError(w, err)
+			writePeerError(w, err)
 			return
 		}
 		v.ContentType = r.Header.Get(hdrContentType)
 		if v.Expires, err = parseExpires(r.Header.Get(hdrExpires)); err != nil {
-			writeError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+			writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
 			return
 		}
 		v.NoStore = r.Header.Get(hdrNoStore) != ""
-		if err := g.SetLocal(key, v); err != nil {
-			writeError(w, err)
+		res, err := g.SetLocal(ctx, key, v)
+		writeWriteResult(w, res, err)
+	case http.MethodDelete:
+		if r.Header.Get(hdrScope) == scopeCopy[0] {
+			g.DropLocal(key)
+			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		w.WriteHeader(http.StatusNoContent)
-	case http.MethodDelete:
-		g.RemoveLocal(key)
-		w.WriteHeader(http.StatusNoContent)
+		res, err := g.RemoveLocal(ctx, key)
+		writeWriteResult(w, res, err)
 	}
+}
+
+// writeGetResponse writes v as groupcache's GetResponse with only its value
+// set, written as the message's prefix then the value itself rather than
+// marshalled into a copy (TestEncodeGetResponse checks the bytes against
+// proto.Marshal).
+func writeGetResponse(w http.ResponseWriter, v cache.Value) {
+	prefix := getResponsePrefix(len(v.Data))
+	setValueHeaders(w.Header(), v)
+	w.Header().Set("Content-Type", protobufType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(prefix)+len(v.Data)))
+	w.Write(prefix)
+	w.Write(v.Data)
+}
+
+// writeWriteResult answers a write applied (or refused) as the key's owner.
+func writeWriteResult(w http.ResponseWriter, res cache.WriteResult, err error) {
+	if err != nil {
+		writePeerError(w, err)
+		return
+	}
+	if len(res.Unreached) > 0 {
+		w.Header().Set(hdrUnreached, strings.Join(res.Unreached, ","))
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // peerName names the sender of a peer request for logs: the base URL it

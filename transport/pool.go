@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -25,8 +26,18 @@ type Pool struct {
 	selfHeader []string         // cfg.Self as a header value, shared like versionHeader
 	now        func() time.Time // time.Now; tests set it to check the signature window
 
-	mu    sync.Mutex // serializes Set, so that two swaps cannot interleave
-	state atomic.Pointer[poolState]
+	mu     sync.Mutex // serializes Set, so that two swaps cannot interleave
+	state  atomic.Pointer[poolState]
+	onRing []func() // guarded by mu: NotifyRing's callbacks
+
+	grants *grants // the contact leases this node granted
+
+	// Background work (lease pings): bg ends at Close, which waits for it.
+	bg       context.Context
+	stopBg   context.CancelFunc
+	bgMu     sync.Mutex // orders goBackground against Close
+	bgClosed bool       // guarded by bgMu
+	bgWG     sync.WaitGroup
 
 	// seen holds the pairs of ring versions (ours, a peer's) already
 	// logged, so that a disagreement is logged once rather than on every
@@ -54,9 +65,18 @@ type poolState struct {
 	// metrics and /status show it), built once: requests and responses
 	// share it, and net/http only reads it.
 	versionHeader []string
+	// prev is the ring before the last change (for a node that has just
+	// joined, the ring of the others), nil if none: PreviousOwner reads it.
+	// gone holds the peers of prev that left with the change.
+	prev *consistenthash.Map
+	gone map[string]*peer
 }
 
-var _ cache.PeerPicker = (*Pool)(nil)
+var (
+	_ cache.PeerPicker   = (*Pool)(nil)
+	_ cache.RingNotifier = (*Pool)(nil)
+	_ cache.Handoffer    = (*Pool)(nil)
+)
 
 // NewPool validates cfg and returns a Pool whose ring holds only cfg.Self
 // until Set adds peers.
@@ -81,8 +101,12 @@ func NewPool(cfg Config) (*Pool, error) {
 		DisableCompression:    true,
 		ExpectContinueTimeout: time.Second,
 	}
+	bg, stop := context.WithCancel(context.Background())
 	p := &Pool{
-		cfg: cfg,
+		cfg:    cfg,
+		grants: newGrants(),
+		bg:     bg,
+		stopBg: stop,
 		// Redirects are refused: a peer answers or fails. groupcache's
 		// client does not follow them either.
 		client: &http.Client{
@@ -181,7 +205,39 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 		st.peers[m] = pe
 		st.others = append(st.others, pe)
 	}
+	switch {
+	case old == nil:
+	case len(old.members) == 1 && len(members) > 1:
+		// This node has just joined: the keys it now owns were owned by
+		// the others, by the ring without it.
+		st.prev = ring.Clone()
+		st.prev.Remove(p.cfg.Self)
+	case old.ring.Version() != ring.Version():
+		st.prev = old.ring
+	default:
+		st.prev, st.gone = old.prev, old.gone
+	}
+	if st.prev != nil && st.gone == nil {
+		st.gone = map[string]*peer{}
+		for _, m := range st.prev.Nodes() {
+			if _, member := st.peers[m]; !member && m != p.cfg.Self {
+				if pe, ok := old.peers[m]; ok {
+					st.gone[m] = pe
+				} else if pe, ok := old.gone[m]; ok {
+					st.gone[m] = pe
+				} else {
+					st.gone[m] = &peer{pool: p, url: m}
+				}
+			}
+		}
+	}
 	p.state.Store(st)
+	if old != nil && old.ring.Version() != ring.Version() {
+		// Still under mu, so that two changes' sweeps cannot interleave.
+		for _, f := range p.onRing {
+			f()
+		}
+	}
 	p.mu.Unlock()
 	// Log after unlocking: a slog handler is the caller's code.
 	if old != nil && old.ring.Version() != ring.Version() {
@@ -235,10 +291,131 @@ func (p *Pool) PickPeer(key string) (cache.Peer, bool) {
 	return st.peers[owner], true
 }
 
-// Peers returns every member but this node, for cluster-wide invalidation.
-// The slice is the caller's.
+// Peers returns every member but this node. The slice is the caller's.
 func (p *Pool) Peers() []cache.Peer {
 	return slices.Clone(p.state.Load().others)
+}
+
+// PreviousOwner returns the member that owned key by the ring before the
+// last change (for a node that has just joined: by the ring of the others),
+// and false when that is this node or key's current owner
+// (cache.Handoffer). A member that left with the change is still returned:
+// a node that leaves gracefully hands its values over before it stops.
+func (p *Pool) PreviousOwner(key string) (cache.Peer, bool) {
+	st := p.state.Load()
+	if st.prev == nil {
+		return nil, false
+	}
+	prev := st.prev.Get(key)
+	if prev == "" || prev == p.cfg.Self || prev == st.ring.Get(key) {
+		return nil, false
+	}
+	if pe, ok := st.peers[prev]; ok {
+		return pe, true
+	}
+	if pe, ok := st.gone[prev]; ok {
+		return pe, true
+	}
+	return nil, false
+}
+
+// NotifyRing calls f after every change of the ring, once the new ring is
+// in use (cache.RingNotifier: the cache.Node built on this Pool registers
+// itself). Calls are serialized with the changes.
+func (p *Pool) NotifyRing(f func()) {
+	p.mu.Lock()
+	p.onRing = append(p.onRing, f)
+	p.mu.Unlock()
+}
+
+// Suspected returns the base URLs of the members whose circuit breaker is
+// open (they could not be dialled or fell silent, and have not answered a
+// probe since), sorted.
+func (p *Pool) Suspected() []string {
+	var out []string
+	for _, pe := range p.state.Load().peers {
+		if pe.suspect.Load() {
+			out = append(out, pe.url)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DropCopies drops key's copies in group on every other member, and on any
+// other node this one granted a contact lease that may still hold, in
+// parallel (cache.PeerPicker). For a node that does not answer it revokes
+// the node's lease and waits until the last lease it granted has run out,
+// then names the node in the result. The wait is at most about
+// PeerTimeout + LeaseTTL, and ends early if ctx does.
+func (p *Pool) DropCopies(ctx context.Context, group, key string) []string {
+	st := p.state.Load()
+	targets := slices.Clone(st.others)
+	// A node that is not (yet) in this node's ring may hold a copy it
+	// fetched while the rings disagreed. Only a signed request proves who
+	// sent it, so without a secret only members are trusted as holders.
+	if len(p.cfg.Secret) > 0 {
+		for _, u := range p.grants.holders(time.Now(), p.cfg.LeaseTTL) {
+			if _, member := st.peers[u]; !member && u != p.cfg.Self {
+				targets = append(targets, &peer{pool: p, url: u})
+			}
+		}
+	}
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() { errs[i] = t.Drop(ctx, group, key) })
+	}
+	wg.Wait()
+	var unreached []string
+	var until time.Time
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		u := targets[i].String()
+		unreached = append(unreached, u)
+		if t := p.grants.revoke(u, p.cfg.LeaseTTL); t.After(until) {
+			until = t
+		}
+	}
+	if wait := time.Until(until); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	slices.Sort(unreached)
+	return unreached
+}
+
+// grantTo grants a contact lease to the sender of a peer request that asked
+// for one, and returns the header value, or "" when the sender is not to be
+// trusted with one (see DropCopies).
+func (p *Pool) grantTo(sender string, signed bool) string {
+	if sender == "" || sender == p.cfg.Self {
+		return ""
+	}
+	if !signed {
+		if _, member := p.state.Load().peers[sender]; !member {
+			return ""
+		}
+	}
+	return p.grants.give(sender, time.Now())
+}
+
+// goBackground runs f on a goroutine the Pool owns, with a context that
+// ends at Close, unless the Pool is closed; it reports whether f runs.
+func (p *Pool) goBackground(f func(ctx context.Context)) bool {
+	p.bgMu.Lock()
+	defer p.bgMu.Unlock()
+	if p.bgClosed {
+		return false
+	}
+	p.bgWG.Go(func() { f(p.bg) })
+	return true
 }
 
 // Members returns the base URLs of the ring's members, this node included,
@@ -263,8 +440,15 @@ func (p *Pool) Shares() map[string]float64 {
 	return p.state.Load().ring.Shares()
 }
 
-// Close closes the idle keep-alive connections to peers. Requests in flight
-// finish; the Pool remains usable and opens connections again on demand.
+// Close stops the Pool's background lease pings, waits for them, and closes
+// the idle keep-alive connections to peers. Requests in flight finish; the
+// Pool remains usable for requests and opens connections again on demand,
+// but renews no lease in the background any more. Close is idempotent.
 func (p *Pool) Close() {
+	p.bgMu.Lock()
+	p.bgClosed = true
+	p.bgMu.Unlock()
+	p.stopBg()
+	p.bgWG.Wait()
 	p.client.CloseIdleConnections()
 }

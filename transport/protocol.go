@@ -37,11 +37,41 @@ const (
 	// hdrLoadError marks an error answer caused by the origin failing at
 	// the owner (cache.ErrLoad), which the requester must not retry itself.
 	hdrLoadError = "X-Ringcache-Load-Error"
+	// hdrLease asks for a contact lease (on a request) and grants one (on a
+	// response: the grantor's incarnation and revocation count); see lease.go.
+	hdrLease = "X-Ringcache-Lease"
+	// hdrScope "copy" on a DELETE asks a node to drop its own copies of a
+	// key only; without it a DELETE is a removal applied by the key's owner.
+	hdrScope = "X-Ringcache-Scope"
+	// hdrUnreached, on the owner's answer to a write, lists the base URLs of
+	// the nodes it could not tell to drop their copy (they expired by lease).
+	hdrUnreached = "X-Ringcache-Unreached"
+	// hdrHandoff marks a GET from a key's new owner to its previous one,
+	// answered from the caches only (never loaded, never forwarded).
+	hdrHandoff = "X-Ringcache-Handoff"
 	// hdrDate and hdrSignature authenticate a peer request (Config.Secret).
 	hdrDate      = "X-Ringcache-Date"
 	hdrSignature = "X-Ringcache-Signature"
 
 	protobufType = "application/x-protobuf"
+
+	// leaseRoute, under BasePath, answers a lease ping. A path without a
+	// "/" after the group cannot name a key, so it collides with no group.
+	leaseRoute = "_lease"
+	// adoptRoute, under BasePath and followed by a group, takes a POST of
+	// values a leaving node hands over. No other request to a group's path
+	// is a POST, so it collides with no key.
+	adoptRoute = "_adopt/"
+	// loadTooLarge is hdrLoadError's value when the origin's value was
+	// over the group's MaxValueBytes.
+	loadTooLarge = "too-large"
+)
+
+// Header values shared by every request, built once.
+var (
+	leaseWanted   = []string{"1"}
+	handoffMarker = []string{"1"}
+	scopeCopy     = []string{"copy"}
 )
 
 // escapeSegment escapes s for one path segment of a peer URL. Every byte but

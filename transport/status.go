@@ -19,16 +19,19 @@ import (
 //	ErrNoRoute, cache.ErrNoSuchGroup,
 //	  cache.ErrNotFound                          404 Not Found
 //	ErrMethodNotAllowed                          405 Method Not Allowed
-//	cache.ErrTooLarge                            413 Content Too Large
+//	cache.ErrLoad with cache.ErrTooLarge         502 Bad Gateway (the origin's value is over the limit)
+//	cache.ErrTooLarge                            413 Content Too Large (a write)
 //	context.DeadlineExceeded                     504 Gateway Timeout
 //	cache.ErrLoad, *PeerError                    502 Bad Gateway
-//	context.Canceled                             503 Service Unavailable
+//	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
 //	anything else                                500 Internal Server Error
 //
-// The order matters where an error matches two rows: an origin's refusal of
-// a key (cache.ErrBadKey inside cache.ErrLoad) is the client's fault (400),
-// and an origin that timed out (context.DeadlineExceeded inside
-// cache.ErrLoad) is a 504, not a 502.
+// (The peer route answers cache.ErrNotOwner of its own with 421 Misdirected
+// Request: see writePeerError.) The order matters where an error matches two
+// rows: an origin's refusal of a key (cache.ErrBadKey inside cache.ErrLoad)
+// is the client's fault (400), an origin's value that is too large is the
+// origin's (502), and an origin that timed out (context.DeadlineExceeded
+// inside cache.ErrLoad) is a 504, not a 502.
 func StatusOf(err error) int {
 	switch {
 	case err == nil:
@@ -42,49 +45,84 @@ func StatusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrMethodNotAllowed):
 		return http.StatusMethodNotAllowed
+	case errors.Is(err, cache.ErrLoad) && errors.Is(err, cache.ErrTooLarge):
+		return http.StatusBadGateway
 	case errors.Is(err, cache.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, cache.ErrLoad), isPeerError(err):
+	case errors.Is(err, cache.ErrLoad):
 		return http.StatusBadGateway
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, cache.ErrNotOwner), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
+	case isPeerError(err):
+		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
 }
 
-// writeError writes err's status with a short text body. Client errors (4xx)
+// errorText returns the short body of an error answer. Client errors (4xx)
 // say what was wrong, from our own error text; server errors, and errors
 // that carry an origin's text or a peer's address (a not-found, an origin
 // or a peer refusing a key or value), say only what failed, so that an
 // origin's or peer's internals do not leak to clients.
-// A not-found from the origin carries the X-Ringcache-Not-Found header, which
-// the peer client reads to tell it from a 404 for an unknown group, and a
-// failure of the origin the X-Ringcache-Load-Error header.
+func errorText(err error, code int) string {
+	fromLoad := errors.Is(err, cache.ErrLoad)
+	switch {
+	case code == http.StatusGatewayTimeout && fromLoad:
+		return "origin timed out"
+	case code == http.StatusGatewayTimeout:
+		return "key owner timed out"
+	case code == http.StatusBadGateway && errors.Is(err, cache.ErrTooLarge):
+		return "origin value too large"
+	case code == http.StatusBadGateway && fromLoad:
+		return "origin failed"
+	case code == http.StatusBadGateway:
+		return "key owner unreachable"
+	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrNotOwner):
+		return "key owner is changing; retry"
+	case code == http.StatusServiceUnavailable:
+		return "request canceled"
+	case code == http.StatusInternalServerError:
+		return "internal error"
+	case errors.Is(err, cache.ErrNotFound) || fromLoad || isPeerError(err):
+		return strings.ToLower(http.StatusText(code))
+	}
+	return err.Error()
+}
+
+// writeError writes err's status with a short text body (errorText) on the
+// public API. It sets no header of the peer protocol.
 func writeError(w http.ResponseWriter, err error) {
 	code := StatusOf(err)
-	msg := err.Error()
-	if errors.Is(err, cache.ErrNotFound) || errors.Is(err, cache.ErrLoad) || isPeerError(err) {
-		msg = strings.ToLower(http.StatusText(code))
+	if code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrNotOwner) {
+		w.Header().Set("Retry-After", "1")
 	}
-	if errors.Is(err, cache.ErrLoad) {
+	writeStatus(w, code, errorText(err, code))
+}
+
+// writePeerError writes err on the peer route: as writeError, plus the
+// markers the peer client reads. A not-found from the origin carries
+// X-Ringcache-Not-Found, which tells it from a 404 for an unknown group; a
+// failure of the origin X-Ringcache-Load-Error (too-large when the value was
+// over the limit); and this node's own refusal of a write for a key it does
+// not own is a 421 Misdirected Request.
+func writePeerError(w http.ResponseWriter, err error) {
+	code := StatusOf(err)
+	switch {
+	case errors.Is(err, cache.ErrNotOwner) && !isPeerError(err):
+		code = http.StatusMisdirectedRequest
+	case errors.Is(err, cache.ErrLoad) && errors.Is(err, cache.ErrTooLarge):
+		w.Header().Set(hdrLoadError, loadTooLarge)
+	case errors.Is(err, cache.ErrLoad):
 		w.Header().Set(hdrLoadError, "1")
+	case code == http.StatusNotFound && errors.Is(err, cache.ErrNotFound):
+		w.Header().Set(hdrNotFound, "1")
 	}
-	switch code {
-	case http.StatusNotFound:
-		if errors.Is(err, cache.ErrNotFound) {
-			w.Header().Set(hdrNotFound, "1")
-		}
-	case http.StatusGatewayTimeout:
-		msg = "origin or peer timed out"
-	case http.StatusBadGateway:
-		msg = "origin or peer failed"
-	case http.StatusServiceUnavailable:
-		msg = "request canceled"
-	case http.StatusInternalServerError:
-		msg = "internal error"
-	}
+	writeStatus(w, code, errorText(err, code))
+}
+
+func writeStatus(w http.ResponseWriter, code int, msg string) {
 	// Clear headers that described a value, in case a handler set them
 	// before it failed.
 	h := w.Header()

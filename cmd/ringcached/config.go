@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/peers"
+	"github.com/ringcache/ringcache/transport"
 )
 
 // errConfig is wrapped by every configuration error; the message after it
@@ -50,6 +51,8 @@ type Config struct {
 	Replicas        int           // ring points per node
 	Weight          int           // this node's points: Weight × Replicas
 	ShutdownTimeout time.Duration // bound on a graceful stop
+	PeerTimeout     time.Duration // how long a peer may stay silent
+	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
 	Groups          []GroupSpec
 }
 
@@ -64,6 +67,7 @@ type GroupSpec struct {
 	HotBytes      int64 // 0: Bytes/8; negative: no hot cache
 	TTL           time.Duration
 	NotFoundTTL   time.Duration
+	ErrorTTL      time.Duration // 0: the cache's default; negative: off
 	LoadTimeout   time.Duration
 	MaxValueBytes int64
 	Timeout       time.Duration // http: per request
@@ -97,6 +101,8 @@ func DefaultConfig() Config {
 		Replicas:        160,
 		Weight:          1,
 		ShutdownTimeout: 10 * time.Second,
+		PeerTimeout:     transport.DefaultPeerTimeout,
+		CopyLease:       transport.DefaultLeaseTTL,
 	}
 }
 
@@ -151,6 +157,15 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
+	// A peer that sends nothing for this long is suspected and its keys are
+	// loaded locally until it answers a probe. An owner that is loading
+	// sends 102 Processing every third of it, so a slow origin is waited
+	// for (up to the group's load-timeout): only a hung or paused node is
+	// timed out.
+	{name: "peer-timeout", def: "1s", usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
+		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
+	{name: "copy-lease", def: "1s", usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
+		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group
@@ -185,6 +200,14 @@ var groupFields = []groupField{
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},
 	{name: "not-found-ttl", def: "0s (not remembered)", usage: "how long an origin's not-found is remembered",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.NotFoundTTL, v) }},
+	{name: "error-ttl", def: "1s", usage: "how long a failed origin load is remembered (callers get the error, the origin sees one load per interval); off: never",
+		set: func(g *GroupSpec, v string) error {
+			if v == "off" {
+				g.ErrorTTL = -1
+				return nil
+			}
+			return parseDuration(&g.ErrorTTL, v)
+		}},
 	{name: "load-timeout", def: "30s", usage: "bound on one origin load",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
 	{name: "max-value-bytes", def: "1MiB", usage: "largest value accepted from the origin or a PUT",
@@ -495,6 +518,12 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)
 	}
+	if c.PeerTimeout <= 0 {
+		return bad("peer-timeout", "%v: must be > 0", c.PeerTimeout)
+	}
+	if c.CopyLease <= 0 {
+		return bad("copy-lease", "%v: must be > 0", c.CopyLease)
+	}
 	if len(c.Groups) == 0 {
 		return bad("group", "no groups: give at least one with -group or in the config file")
 	}
@@ -565,6 +594,8 @@ func (g *GroupSpec) validate() error {
 		return fmt.Errorf("ttl %v: must not be negative", g.TTL)
 	case g.NotFoundTTL < 0:
 		return fmt.Errorf("not-found-ttl %v: must not be negative", g.NotFoundTTL)
+	case g.ErrorTTL < -1:
+		return fmt.Errorf("error-ttl %v: must not be negative", g.ErrorTTL)
 	case g.LoadTimeout < 0:
 		return fmt.Errorf("load-timeout %v: must not be negative", g.LoadTimeout)
 	case g.Timeout < 0:

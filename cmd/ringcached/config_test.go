@@ -130,6 +130,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		Peers: []string{"http://a:8080", "http://b:8080"}, Cluster: "default", NodeID: "node-a",
 		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
+		PeerTimeout: time.Second, CopyLease: time.Second,
 		Groups: []GroupSpec{
 			{Name: "a", Origin: "demo", Bytes: defaultGroupBytes, DemoSize: 256, DemoLatency: 20 * time.Millisecond},
 			{Name: "b", Origin: "demo", Bytes: defaultGroupBytes, HotBytes: -1},
@@ -169,6 +170,9 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "static weight", args: []string{"-group", demoGroup, "-weight", "2"}, want: []string{"weight", "-etcd"}},
 		{name: "heavy replicas", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-replicas", "5000"}, want: []string{"replicas", "1048"}},
 		{name: "zero shutdown", args: []string{"-group", demoGroup, "-shutdown-timeout", "0s"}, want: []string{"shutdown-timeout"}},
+		{name: "zero peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "0s"}, want: []string{"peer-timeout", "> 0"}},
+		{name: "negative copy lease", args: []string{"-group", demoGroup, "-copy-lease", "-1s"}, want: []string{"copy-lease", "> 0"}},
+		{name: "negative error ttl", args: []string{"-group", "name=a,origin=demo,error-ttl=-2s"}, want: []string{"error-ttl"}},
 		{name: "log level", args: []string{"-group", demoGroup, "-log-level", "loud"}, want: []string{"log-level", "loud"}},
 		{name: "log format", args: []string{"-group", demoGroup, "-log-format", "xml"}, want: []string{"log-format"}},
 		{name: "listen", args: []string{"-group", demoGroup, "-listen", "8080"}, want: []string{"listen"}},

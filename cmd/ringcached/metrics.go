@@ -155,7 +155,8 @@ var (
 	descHits       = prometheus.NewDesc("ringcache_hits_total", "Gets served from a cache: main (keys this node owns) or hot (copies of popular keys owned by peers).", []string{"group", "cache"}, nil)
 	descLoads      = prometheus.NewDesc("ringcache_loads_total", "Misses by how they were filled: local (an origin load by this node), peer (fetched from the owner), dedup (shared another caller's load or fetch).", []string{"group", "source"}, nil)
 	descNotFound   = prometheus.NewDesc("ringcache_not_found_total", "Gets for keys the origin does not have (remembered ones included).", []string{"group"}, nil)
-	descErrors     = prometheus.NewDesc("ringcache_errors_total", "Errors by kind: peer (a fetch from the owner failed; a local load followed), get (a Get failed), too_large (a loaded value too large to cache).", []string{"group", "kind"}, nil)
+	descErrors     = prometheus.NewDesc("ringcache_errors_total", "Errors by kind: peer (a fetch from the owner failed; a local load followed), get (a Get failed), too_large (a value over max-value-bytes, from the origin or a write).", []string{"group", "kind"}, nil)
+	descHandoffs   = prometheus.NewDesc("ringcache_handoffs_total", "Values of keys that changed owner handed over between nodes instead of loaded again: taken (by this node, the new owner) or given (by this node, the previous owner).", []string{"group", "direction"}, nil)
 	descEvictions  = prometheus.NewDesc("ringcache_evictions_total", "Entries evicted for space from the main and hot caches.", []string{"group"}, nil)
 	descPromotions = prometheus.NewDesc("ringcache_hot_promotions_total", "Values fetched from a peer and kept in the hot cache.", []string{"group"}, nil)
 	descBytes      = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead).", []string{"group", "cache"}, nil)
@@ -169,7 +170,7 @@ var (
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected} {
 		ch <- d
 	}
 }
@@ -195,6 +196,8 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descErrors, s.PeerErrors, name, "peer")
 		counter(descErrors, s.Errors, name, "get")
 		counter(descErrors, s.TooLarge, name, "too_large")
+		counter(descHandoffs, s.HandoffsTaken, name, "taken")
+		counter(descHandoffs, s.HandoffsGiven, name, "given")
 		counter(descEvictions, s.Evictions, name)
 		counter(descPromotions, s.HotPromotions, name)
 		gauge(descBytes, s.MainBytes, name, "main")

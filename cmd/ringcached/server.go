@@ -103,6 +103,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		Hash:          hash,
 		Replicas:      cfg.Replicas,
 		MaxKeyBytes:   cfg.MaxKeyBytes,
+		PeerTimeout:   cfg.PeerTimeout,
+		LeaseTTL:      cfg.CopyLease,
 		Secret:        secret,
 		Logger:        log,
 		OnPeerRequest: n.metrics.observePeer,
@@ -110,7 +112,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err != nil {
 		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
 	}
-	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log})
+	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log, Tenure: n.tenure})
 	for _, g := range cfg.Groups {
 		if err := n.addGroup(g); err != nil {
 			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)
@@ -181,6 +183,7 @@ func (n *node) addGroup(g GroupSpec) error {
 		HotBytes:      g.HotBytes,
 		TTL:           g.TTL,
 		NotFoundTTL:   g.NotFoundTTL,
+		ErrorTTL:      g.ErrorTTL,
 		LoadTimeout:   g.LoadTimeout,
 		MaxValueBytes: g.MaxValueBytes,
 	})
@@ -355,6 +358,9 @@ func (n *node) stop(ctx context.Context) {
 		n.isReady.Store(false)
 		n.log.Info("stopping: not ready, leaving the ring, finishing requests", "timeout", n.cfg.ShutdownTimeout)
 		if n.reg != nil {
+			n.handOver(ctx)
+		}
+		if n.reg != nil {
 			closed := make(chan error, 1)
 			go func() { closed <- n.reg.Close() }()
 			select {
@@ -382,6 +388,30 @@ func (n *node) stop(ctx context.Context) {
 		n.pool.Close()
 		n.log.Info("stopped", "dur", time.Since(start))
 	})
+}
+
+// handOver is the first half of a graceful leave with etcd: the others are
+// told that this node leaves (they drop it from their rings at once), the
+// node stops applying writes, and it pushes the values it owns to their
+// next owners, most recently used first, within half of ctx's time, so that
+// the keys that move cost the origin nothing. The node keeps serving reads,
+// and hand-off requests, until its servers stop.
+func (n *node) handOver(ctx context.Context) {
+	if err := n.reg.Leave(ctx); err != nil {
+		n.log.Warn("marking this node as leaving", "err", err)
+		return
+	}
+	n.cache.Retire()
+	budget := n.cfg.ShutdownTimeout / 2
+	if d, ok := ctx.Deadline(); ok {
+		budget = time.Until(d) / 2
+	}
+	dctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	began := time.Now()
+	st := n.pool.Drain(dctx, n.cache, 0)
+	n.log.Info("handed values over to their next owners",
+		"offered", st.Offered, "adopted", st.Adopted, "bytes", st.Bytes, "failed_batches", st.Failed, "dur", time.Since(began))
 }
 
 // serveReady answers 200 once the node is registered (or has its static
@@ -464,6 +494,16 @@ var _ clusterState = (*node)(nil)
 func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
+
+// tenure is the cache's Config.Tenure: with etcd, the registry's lease
+// (peers.Registry.Tenure); with static membership, always held. The
+// registry is set by join, before the node serves.
+func (n *node) tenure() (uint64, bool) {
+	if n.reg == nil {
+		return 0, true
+	}
+	return n.reg.Tenure()
+}
 
 // ready: started, not stopping, and (with etcd) registered with a member
 // set. During an etcd outage the registry stays ready on its last member set.

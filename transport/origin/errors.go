@@ -10,8 +10,10 @@ import (
 // Errors returned by the origins, besides cache.ErrNotFound for an absent key.
 var (
 	// ErrTooLarge is returned when a value is larger than the origin's
-	// MaxBytes; the value is not returned in part.
-	ErrTooLarge = errors.New("origin: value too large")
+	// MaxBytes; the value is not returned in part. It matches
+	// cache.ErrTooLarge too, so that a group counts and remembers it like a
+	// value over its MaxValueBytes (the one rule for every origin).
+	ErrTooLarge = fmt.Errorf("origin: %w", cache.ErrTooLarge)
 
 	// ErrConfig is returned by the constructors for an invalid Config.
 	ErrConfig = errors.New("origin: invalid config")

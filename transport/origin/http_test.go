@@ -374,8 +374,8 @@ func TestHTTPMaxBytes(t *testing.T) {
 			t.Run(fmt.Sprintf("chunked=%v/size=%s", chunked, tt.size), func(t *testing.T) {
 				v, err := o.Get(t.Context(), tt.size)
 				if tt.tooBig {
-					if !errors.Is(err, ErrTooLarge) {
-						t.Fatalf("err = %v, want ErrTooLarge", err)
+					if !errors.Is(err, ErrTooLarge) || !errors.Is(err, cache.ErrTooLarge) {
+						t.Fatalf("err = %v, want ErrTooLarge, which is cache.ErrTooLarge too", err)
 					}
 					return
 				}

@@ -1,0 +1,208 @@
+package cache
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// handoffRing is a switchRing that also names the previous owner.
+type handoffRing struct {
+	switchRing
+	prev *atomic.Int64 // -1: none
+}
+
+func (r handoffRing) PreviousOwner(string) (Peer, bool) {
+	p := int(r.prev.Load())
+	if p < 0 || p == r.self || p == int(r.owner.Load()) {
+		return nil, false
+	}
+	return r.peers[p], true
+}
+
+// FetchHandoff makes a fakePeer a HandoffFetcher.
+func (p *fakePeer) FetchHandoff(_ context.Context, group, key string) (Value, error) {
+	p.fetches.Add(1)
+	g, err := p.group(group)
+	if err != nil {
+		return Value{}, err
+	}
+	if v, ok := g.Handoff(key); ok {
+		return v, nil
+	}
+	return Value{}, ErrNotFound
+}
+
+type handoffCluster struct {
+	groups        []*Group
+	nodes         []*Node
+	peers         []*fakePeer
+	owner, prev   *atomic.Int64
+	loads         *atomic.Int64
+	loadsByOrigin func() int64
+}
+
+// newHandoffCluster returns two nodes whose ring a test moves (node 1 owns
+// every key at first).
+func newHandoffCluster(t *testing.T, window time.Duration) *handoffCluster {
+	t.Helper()
+	c := &handoffCluster{owner: new(atomic.Int64), prev: new(atomic.Int64), loads: new(atomic.Int64)}
+	c.owner.Store(1)
+	c.prev.Store(-1)
+	c.peers = []*fakePeer{{name: "node0"}, {name: "node1"}}
+	for i := range 2 {
+		n := New(Config{HandoffWindow: window, Peers: handoffRing{switchRing{self: i, peers: c.peers, owner: c.owner}, c.prev}})
+		c.peers[i].node = n
+		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+			c.loads.Add(1)
+			return Value{Data: []byte("origin:" + key)}, nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.groups, c.nodes = append(c.groups, g), append(c.nodes, n)
+	}
+	return c
+}
+
+// move gives every key to node to, node from having owned it before.
+func (c *handoffCluster) move(from, to int64) {
+	c.owner.Store(to)
+	c.prev.Store(from)
+	for _, n := range c.nodes {
+		n.RingChanged()
+	}
+}
+
+// TestHandoffTakesTheValueFromThePreviousOwner: after a key moves, its new
+// owner takes the previous owner's value (a written one included) instead
+// of loading it; a key written at the new owner since the change is never
+// taken over, even when the previous owner could not be told to drop it.
+func TestHandoffTakesTheValueFromThePreviousOwner(t *testing.T) {
+	t.Parallel()
+	c := newHandoffCluster(t, time.Minute)
+	mustGet(t, c.groups[1], "a", "origin:a")
+	if _, err := c.groups[1].Set(t.Context(), "w", Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c.groups[1], "d", "origin:d")
+	c.move(1, 0)
+	if s := c.groups[1].Stats(); s.MainItems != 0 {
+		t.Fatalf("the old owner still serves %d main entries", s.MainItems)
+	}
+	// node 0 now owns d; it removes d while node 1 cannot be told.
+	c.peers[1].setFail(errUnreachable)
+	if res, err := c.groups[0].Remove(t.Context(), "d"); err != nil || len(res.Unreached) != 1 {
+		t.Fatalf("Remove = %+v, %v", res, err)
+	}
+	c.peers[1].setFail(nil)
+	loads := c.loads.Load()
+	mustGet(t, c.groups[0], "a", "origin:a")
+	mustGet(t, c.groups[0], "w", "written")
+	if c.loads.Load() != loads {
+		t.Fatalf("%d origin loads for keys the previous owner held, want 0", c.loads.Load()-loads)
+	}
+	mustGet(t, c.groups[0], "d", "origin:d") // loaded: the removal wins over the hand-off
+	if c.loads.Load() != loads+1 {
+		t.Fatal("a removed key was taken over from the previous owner")
+	}
+	if s0, s1 := c.groups[0].Stats(), c.groups[1].Stats(); s0.HandoffsTaken != 2 || s1.HandoffsGiven != 2 {
+		t.Fatalf("HandoffsTaken %d, HandoffsGiven %d; want 2, 2", s0.HandoffsTaken, s1.HandoffsGiven)
+	}
+}
+
+// TestHandoffWindowEnds: the kept values are dropped when the window ends,
+// and the main cache has its whole budget again.
+func TestHandoffWindowEnds(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newHandoffCluster(t, time.Second)
+		for _, k := range []string{"a", "b", "c"} {
+			mustGet(t, c.groups[1], k, "origin:"+k)
+		}
+		full := c.groups[1].main.budget()
+		c.move(1, 0)
+		if b, n := c.groups[1].handoff.usage(); n != 3 || c.groups[1].main.budget() != full-b {
+			t.Fatalf("handoff holds %d entries, main budget %d; want 3, %d", n, c.groups[1].main.budget(), full-b)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if _, n := c.groups[1].handoff.usage(); n != 0 || c.groups[1].main.budget() != full {
+			t.Fatalf("after the window: handoff %d entries, main budget %d; want 0, %d", n, c.groups[1].main.budget(), full)
+		}
+		loads := c.loads.Load()
+		mustGet(t, c.groups[0], "a", "origin:a")
+		if c.loads.Load() != loads+1 {
+			t.Fatal("a value was taken over after the window ended")
+		}
+	})
+}
+
+// TestNoHandoffWithANegativeWindow: values of keys no longer owned are
+// dropped at once and the new owner loads.
+func TestNoHandoffWithANegativeWindow(t *testing.T) {
+	t.Parallel()
+	c := newHandoffCluster(t, -1)
+	mustGet(t, c.groups[1], "a", "origin:a")
+	c.move(1, 0)
+	if _, n := c.groups[1].handoff.usage(); n != 0 {
+		t.Fatalf("handoff holds %d entries", n)
+	}
+	mustGet(t, c.groups[0], "a", "origin:a")
+	if c.loads.Load() != 2 {
+		t.Fatalf("loads = %d, want 2", c.loads.Load())
+	}
+}
+
+// TestAdopt: a value handed over by a leaving node is stored only where the
+// key has no value and was not written since the last ring change.
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	n := New(Config{})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+		return Value{Data: []byte("origin:" + key)}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Adopt("a", Value{Data: []byte("handed")}) {
+		t.Fatal("Adopt of an absent key refused")
+	}
+	mustGet(t, g, "a", "handed")
+	if g.Adopt("a", Value{Data: []byte("older")}) {
+		t.Fatal("Adopt replaced a value the node holds")
+	}
+	n.RingChanged()
+	if _, err := g.Remove(t.Context(), "r"); err != nil {
+		t.Fatal(err)
+	}
+	if g.Adopt("r", Value{Data: []byte("resurrected")}) {
+		t.Fatal("Adopt brought back a key removed since the ring change")
+	}
+	mustGet(t, g, "r", "origin:r")
+	if s := g.Stats(); s.HandoffsTaken != 1 {
+		t.Fatalf("HandoffsTaken = %d, want 1", s.HandoffsTaken)
+	}
+}
+
+// TestRetiredNodeRefusesWrites: a leaving node applies no more writes.
+func TestRetiredNodeRefusesWrites(t *testing.T) {
+	t.Parallel()
+	n := New(Config{})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+		return Value{Data: []byte("x")}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Retire()
+	if _, err := g.Set(t.Context(), "k", Value{Data: []byte("w")}); err == nil {
+		t.Fatal("a retired node applied a Set")
+	}
+	if _, err := g.Remove(t.Context(), "k"); err == nil {
+		t.Fatal("a retired node applied a Remove")
+	}
+	mustGet(t, g, "k", "x")
+}

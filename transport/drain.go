@@ -1,0 +1,235 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// A node that leaves gracefully pushes the values it owns to their next
+// owners before it goes (Drain), so that the keys that move cost their new
+// owners a lookup rather than the origin a load. Values are offered most
+// recently used first, in batches of at most drainBatchBytes, one POST per
+// batch to <BasePath>_adopt/<group>. The receiver keeps a value only if it
+// is the key's next owner (by its ring without the sender), holds no value
+// of the key, and has not written the key since its last ring change
+// (cache.Group.Adopt): a value handed over can never undo a write.
+
+// drainBatchBytes bounds one batch; maxAdoptBody bounds what a receiver
+// reads of one.
+const (
+	drainBatchBytes = 1 << 20
+	drainInFlight   = 4
+	maxAdoptBody    = 8 << 20
+	hdrAdopted      = "X-Ringcache-Adopted"
+)
+
+// DrainStats says what a Drain handed over.
+type DrainStats struct {
+	Offered int   // values sent to their next owners
+	Adopted int   // values the next owners kept
+	Bytes   int64 // bytes of the values sent
+	Failed  int   // batches that could not be delivered
+}
+
+// Drain offers the main-cache values of node's groups, most recently used
+// first, to their next owners: the members that own them by the ring without
+// this node. It stops after maxBytes of values (no bound if <= 0) or when
+// ctx ends. Call it while leaving: after the others were told that this node
+// leaves and after node.Retire, so that no write is applied here meanwhile.
+func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) DrainStats {
+	st := p.state.Load()
+	var stats DrainStats
+	var mu sync.Mutex // guards stats
+	type batch struct {
+		group string
+		buf   []byte
+		n     int
+	}
+	send := func(pe *peer, b *batch) {
+		adopted, err := pe.adopt(ctx, b.group, b.buf)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			stats.Failed++
+			return
+		}
+		stats.Adopted += adopted
+	}
+	var wg sync.WaitGroup
+	// A few batches in flight at once: enough to keep every receiver busy,
+	// few enough that the values sent are not all in memory twice.
+	slots := make(chan struct{}, drainInFlight)
+	goSend := func(pe *peer, b *batch) {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			send(pe, b)
+		})
+	}
+	for _, g := range node.Groups() {
+		pending := map[string]*batch{}
+		for _, kv := range g.Newest(int(^uint(0) >> 1)) {
+			if ctx.Err() != nil || maxBytes > 0 && stats.Bytes >= maxBytes {
+				break
+			}
+			next := ""
+			for _, m := range st.ring.GetN(kv.Key, 2) {
+				if m != p.cfg.Self {
+					next = m
+					break
+				}
+			}
+			pe, ok := st.peers[next]
+			if !ok {
+				continue
+			}
+			b := pending[next]
+			if b == nil {
+				b = &batch{group: g.Name()}
+				pending[next] = b
+			}
+			b.buf = appendRecord(b.buf, kv.Key, kv.Value)
+			b.n++
+			mu.Lock()
+			stats.Offered++
+			stats.Bytes += int64(len(kv.Value.Data))
+			mu.Unlock()
+			if len(b.buf) >= drainBatchBytes {
+				delete(pending, next)
+				goSend(pe, b)
+			}
+		}
+		for next, b := range pending {
+			goSend(st.peers[next], b)
+		}
+	}
+	wg.Wait()
+	return stats
+}
+
+// adopt sends one batch and returns how many values the peer kept.
+func (pe *peer) adopt(ctx context.Context, group string, body []byte) (int, error) {
+	adopted := 0
+	err := pe.do(ctx, peerRequest{op: "adopt", method: http.MethodPost, path: pe.pool.cfg.BasePath + adoptRoute + escapeSegment(group),
+		body: body, write: true,
+		read: func(res *http.Response) error {
+			adopted, _ = strconv.Atoi(res.Header.Get(hdrAdopted))
+			return nil
+		}})
+	return adopted, err
+}
+
+// serveAdopt takes a batch of values handed over by a leaving node.
+func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escapedGroup string) {
+	group, err := url.QueryUnescape(escapedGroup)
+	if err != nil {
+		writePeerError(w, fmt.Errorf("%w: group: %v", ErrBadPath, err))
+		return
+	}
+	g, ok := h.node.Group(group)
+	if !ok {
+		writePeerError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, group))
+		return
+	}
+	sender := r.Header.Get(hdrPeer)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdoptBody))
+	if err != nil {
+		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
+		return
+	}
+	st := h.pool.state.Load()
+	self := h.pool.cfg.Self
+	adopted := 0
+	for len(body) > 0 {
+		key, v, n, err := readRecord(body)
+		if err != nil {
+			writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+			return
+		}
+		body = body[n:]
+		if checkKey(key, h.pool.cfg.MaxKeyBytes) != nil || int64(len(v.Data)) > g.Config().MaxValueBytes {
+			continue
+		}
+		// Keep only what this node will own once the sender is gone.
+		next := ""
+		for _, m := range st.ring.GetN(key, 2) {
+			if m != sender {
+				next = m
+				break
+			}
+		}
+		if next == self && g.Adopt(key, v) {
+			adopted++
+		}
+	}
+	w.Header().Set(hdrAdopted, strconv.Itoa(adopted))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// appendRecord appends one value of a batch: key, content type, expiry
+// (Unix nanoseconds, 0 for none) and data, each length-prefixed.
+func appendRecord(b []byte, key string, v cache.Value) []byte {
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.AppendUvarint(b, uint64(len(v.ContentType)))
+	b = append(b, v.ContentType...)
+	var exp int64
+	if !v.Expires.IsZero() {
+		exp = v.Expires.UnixNano()
+	}
+	b = binary.AppendVarint(b, exp)
+	b = binary.AppendUvarint(b, uint64(len(v.Data)))
+	return append(b, v.Data...)
+}
+
+var errBadRecord = errors.New("bad hand-off record")
+
+// readRecord reads one record from b and returns how many bytes it took.
+// The value's data is a copy: the batch's buffer is not kept.
+func readRecord(b []byte) (key string, v cache.Value, n int, err error) {
+	field := func() ([]byte, bool) {
+		l, k := binary.Uvarint(b[n:])
+		if k <= 0 || l > uint64(len(b)-n-k) {
+			return nil, false
+		}
+		f := b[n+k : n+k+int(l)]
+		n += k + int(l)
+		return f, true
+	}
+	kb, ok := field()
+	if !ok {
+		return "", v, 0, errBadRecord
+	}
+	ct, ok := field()
+	if !ok {
+		return "", v, 0, errBadRecord
+	}
+	exp, k := binary.Varint(b[n:])
+	if k <= 0 {
+		return "", v, 0, errBadRecord
+	}
+	n += k
+	data, ok := field()
+	if !ok {
+		return "", v, 0, errBadRecord
+	}
+	v = cache.Value{Data: bytes.Clone(data), ContentType: string(ct)}
+	if v.Data == nil {
+		v.Data = []byte{}
+	}
+	if exp != 0 {
+		v.Expires = time.Unix(0, exp)
+	}
+	return string(kb), v, n, nil
+}

@@ -1,0 +1,357 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// keyOf returns a key that n owns by every node's ring (they agree here).
+func keyOf(t testing.TB, nodes []*testNode, n *testNode, prefix string) string {
+	t.Helper()
+	for i := range 10000 {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		if owner(t, nodes, k) == n {
+			return k
+		}
+	}
+	t.Fatalf("no key owned by %s", n.url)
+	return ""
+}
+
+// slowOriginLatencies are the origin latencies TestSlowOriginLoadsOnce runs
+// with: RINGCACHE_SLOW_ORIGINS (a comma-separated list of durations, for
+// measuring long origins by hand) or one that is three PeerTimeouts long.
+func slowOriginLatencies(t *testing.T, def time.Duration) []time.Duration {
+	env := os.Getenv("RINGCACHE_SLOW_ORIGINS")
+	if env == "" {
+		return []time.Duration{def}
+	}
+	var out []time.Duration
+	for f := range strings.SplitSeq(env, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil {
+			t.Fatalf("RINGCACHE_SLOW_ORIGINS: %v", err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// TestSlowOriginLoadsOnce: an origin that takes much longer than the peer
+// timeout is still loaded once for the whole cluster, however many callers
+// on however many nodes wait for it: the owner shows it is alive (102) and
+// the non-owners wait for it instead of loading the key themselves. Callers
+// whose own deadline ends first get their error at once, and the load goes
+// on for the others.
+func TestSlowOriginLoadsOnce(t *testing.T) {
+	t.Parallel()
+	// The default: a shorter one would make a test on a loaded machine
+	// depend on scheduling more than on the protocol.
+	peerTimeout := DefaultPeerTimeout
+	for _, latency := range slowOriginLatencies(t, 3*peerTimeout) {
+		t.Run(latency.String(), func(t *testing.T) {
+			t.Parallel()
+			nodes, loads := newCluster(t, 3, clusterOpts{
+				pool:  func(_ int, c *Config) { c.PeerTimeout = peerTimeout },
+				group: func(g *cache.GroupConfig) { g.LoadTimeout = latency + 10*time.Second },
+				origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+					select {
+					case <-time.After(latency):
+					case <-ctx.Done():
+						return cache.Value{}, ctx.Err()
+					}
+					return defaultOrigin(ctx, node, key)
+				},
+			})
+			c := testClient(t)
+			key := "slow"
+			start := time.Now()
+			var wg sync.WaitGroup
+			var ok, timedOut atomic.Int64
+			for i := range 30 {
+				wg.Go(func() {
+					if err := get(t, c, nodes[i%3], key); err != nil {
+						t.Error(err)
+						return
+					}
+					ok.Add(1)
+				})
+			}
+			// Impatient callers: their deadline is a fraction of the
+			// origin's latency.
+			for i := range 30 {
+				wg.Go(func() {
+					ctx, cancel := context.WithTimeout(context.Background(), latency/4)
+					defer cancel()
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, publicURL(nodes[i%3].url, testGroup, key), nil)
+					res, err := c.Do(req)
+					if err == nil {
+						res.Body.Close()
+						t.Errorf("an impatient caller got %d before the origin answered", res.StatusCode)
+						return
+					}
+					if time.Since(start) > latency/2 {
+						t.Errorf("an impatient caller waited %v past its deadline", time.Since(start))
+					}
+					timedOut.Add(1)
+				})
+			}
+			wg.Wait()
+			if ok.Load() != 30 || timedOut.Load() != 30 {
+				t.Fatalf("%d patient callers served, %d impatient ones timed out; want 30 and 30", ok.Load(), timedOut.Load())
+			}
+			if got := loads.of(key); len(got) != 1 || got[0] != owner(t, nodes, key).url {
+				t.Fatalf("origin loads of %q = %v, want one, by the owner", key, got)
+			}
+			t.Logf("origin latency %v, peer timeout %v: %d origin load(s) for 60 callers on 3 nodes", latency, peerTimeout, len(loads.of(key)))
+		})
+	}
+}
+
+// TestPausedOwnerCostsOneTimeout: requests for the keys of a node that
+// accepts connections and never answers (paused) wait PeerTimeout once; the
+// node is then suspected and its keys are served by local fallback at once.
+// When it answers again, a probe notices and requests reach it again.
+func TestPausedOwnerCostsOneTimeout(t *testing.T) {
+	t.Parallel()
+	const peerTimeout = DefaultPeerTimeout
+	nodes, _ := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.PeerTimeout = peerTimeout }})
+	c := testClient(t)
+	paused := nodes[2]
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, keyOf(t, nodes, paused, fmt.Sprintf("p%d-", i)))
+	}
+	paused.gate.pause()
+	var slow []time.Duration
+	for _, k := range keys {
+		start := time.Now()
+		if err := get(t, c, nodes[0], k); err != nil {
+			t.Fatal(err)
+		}
+		// Waiting on the paused owner takes the whole PeerTimeout; half
+		// of it tells that from a scheduling hiccup on a busy machine.
+		if d := time.Since(start); d > peerTimeout/2 {
+			slow = append(slow, d)
+		}
+	}
+	if len(slow) != 1 || slow[0] < peerTimeout || slow[0] > peerTimeout+time.Second {
+		t.Fatalf("slow requests %v, want one of about %v", slow, peerTimeout)
+	}
+	if got := nodes[0].pool.Suspected(); len(got) != 1 || got[0] != paused.url {
+		t.Fatalf("Suspected() = %v, want the paused node", got)
+	}
+	paused.gate.resume()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(nodes[0].pool.Suspected()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the node is still suspected 10s after it resumed")
+		}
+		if err := get(t, c, nodes[0], keys[0]); err != nil { // kicks the probe
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := nodes[0].group.Stats().PeerLoads
+	if err := get(t, c, nodes[0], keyOf(t, nodes, paused, "after-")); err != nil {
+		t.Fatal(err)
+	}
+	if nodes[0].group.Stats().PeerLoads != before+1 {
+		t.Fatal("a request for the resumed node's key did not reach it")
+	}
+}
+
+// put writes a value through a node's public API and returns the answer.
+func put(t testing.TB, c *http.Client, n *testNode, key, value string) response {
+	t.Helper()
+	return mustDo(t, c, http.MethodPut, publicURL(n.url, testGroup, key), strings.NewReader(value))
+}
+
+// mustRead checks that key reads as want through n.
+func mustRead(t testing.TB, c *http.Client, n *testNode, key, want string) {
+	t.Helper()
+	r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+	if r.status != http.StatusOK || r.body != want {
+		t.Fatalf("GET %q at %s = %d %q, want %q", key, n.url, r.status, r.body, want)
+	}
+}
+
+// TestPutReachesEveryHotCopy: a key hot on a non-owner, written through
+// another node, reads as the new value on the hot node at once.
+func TestPutReachesEveryHotCopy(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 3, clusterOpts{group: func(g *cache.GroupConfig) { g.HotAfter = 1 }})
+	c := testClient(t)
+	key := keyOf(t, nodes, nodes[1], "hot")
+	if r := put(t, c, nodes[0], key, "v1"); r.status != http.StatusNoContent {
+		t.Fatalf("PUT = %d %q", r.status, r.body)
+	}
+	for range 3 {
+		mustRead(t, c, nodes[2], key, "v1")
+	}
+	if s := nodes[2].group.Stats(); s.HotItems != 1 {
+		t.Fatalf("node 2 HotItems = %d, want 1", s.HotItems)
+	}
+	r := put(t, c, nodes[0], key, "v2")
+	if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
+		t.Fatalf("PUT = %d %q, %s %q", r.status, r.body, HeaderUnreached, r.header.Get(HeaderUnreached))
+	}
+	for _, n := range nodes {
+		mustRead(t, c, n, key, "v2")
+	}
+}
+
+// TestWriteWithAPausedNode: a write while a node that holds a hot copy is
+// paused answers 204 within about a lease, naming the paused node; once it
+// resumes, that node serves the new value, never its old copy. A write whose
+// owner is paused is a 502: it was not applied.
+func TestWriteWithAPausedNode(t *testing.T) {
+	t.Parallel()
+	const peerTimeout, leaseTTL = 300 * time.Millisecond, 500 * time.Millisecond
+	nodes, _ := newCluster(t, 3, clusterOpts{
+		pool:  func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = peerTimeout, leaseTTL },
+		group: func(g *cache.GroupConfig) { g.HotAfter = 1 },
+	})
+	c := testClient(t)
+	key := keyOf(t, nodes, nodes[1], "w")
+	put(t, c, nodes[0], key, "v1")
+	mustRead(t, c, nodes[2], key, "v1")
+	mustRead(t, c, nodes[2], key, "v1")
+	if s := nodes[2].group.Stats(); s.HotItems != 1 {
+		t.Fatalf("node 2 HotItems = %d, want 1", s.HotItems)
+	}
+	nodes[2].gate.pause()
+	for i, method := range []string{http.MethodPut, http.MethodDelete} {
+		start := time.Now()
+		r := mustDo(t, c, method, publicURL(nodes[0].url, testGroup, key), strings.NewReader(fmt.Sprintf("v%d", i+2)))
+		d := time.Since(start)
+		if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != nodes[2].url {
+			t.Fatalf("%s with node 2 paused = %d %q, %s %q; want 204 naming %s", method, r.status, r.body,
+				HeaderUnreached, r.header.Get(HeaderUnreached), nodes[2].url)
+		}
+		if limit := peerTimeout + leaseTTL + leaseMargin(leaseTTL) + 500*time.Millisecond; d > limit {
+			t.Fatalf("%s took %v with a paused node, want under %v", method, d, limit)
+		}
+		t.Logf("%s with a paused node: 204 in %v", method, d)
+		if method == http.MethodPut {
+			mustRead(t, c, nodes[0], key, "v2")
+		}
+	}
+	nodes[2].gate.resume()
+	mustRead(t, c, nodes[2], key, string(valueOf(key)))
+
+	// The owner paused: the write is not applied, and says so.
+	nodes[1].gate.pause()
+	defer nodes[1].gate.resume()
+	r := put(t, c, nodes[0], key, "lost")
+	if r.status != http.StatusBadGateway || strings.TrimSpace(r.body) != "key owner unreachable" {
+		t.Fatalf("PUT with the owner paused = %d %q, want 502 key owner unreachable", r.status, r.body)
+	}
+}
+
+// TestNoOldValueAfterRejoin: the owner of k holds a written value; it is
+// paused long enough for the others to drop it from their rings, k is
+// written again through another node, then the old owner resumes and
+// rejoins. No node may serve the first value again: the old owner's
+// registration lapsed (its tenure moved to a new term), so what it held
+// before is not served.
+func TestNoOldValueAfterRejoin(t *testing.T) {
+	t.Parallel()
+	type tenure struct {
+		term atomic.Uint64
+		held atomic.Bool
+	}
+	ten := make([]*tenure, 3)
+	for i := range ten {
+		ten[i] = &tenure{}
+		ten[i].term.Store(1)
+		ten[i].held.Store(true)
+	}
+	nodes, _ := newCluster(t, 3, clusterOpts{tenure: func(i int) func() (uint64, bool) {
+		return func() (uint64, bool) { return ten[i].term.Load(), ten[i].held.Load() }
+	}})
+	c := testClient(t)
+	old := nodes[1]
+	key := keyOf(t, nodes, old, "k")
+	put(t, c, nodes[0], key, "first")
+	mustRead(t, c, old, key, "first")
+
+	old.gate.pause()
+	ten[1].held.Store(false) // its etcd lease runs out while it is paused
+	for _, n := range []*testNode{nodes[0], nodes[2]} {
+		if err := n.pool.Set(nodes[0].url, nodes[2].url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := put(t, c, nodes[0], key, "second"); r.status != http.StatusNoContent {
+		t.Fatalf("PUT while the old owner is out = %d %q", r.status, r.body)
+	}
+	mustRead(t, c, nodes[2], key, "second")
+
+	old.gate.resume()
+	ten[1].term.Store(2) // registered again, under a new lease
+	ten[1].held.Store(true)
+	for _, n := range []*testNode{nodes[0], nodes[2]} {
+		if err := n.pool.Set(nodes[0].url, nodes[1].url, nodes[2].url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+		if r.status != http.StatusOK || r.body == "first" {
+			t.Fatalf("GET at %s after the rejoin = %d %q; the first write came back", n.url, r.status, r.body)
+		}
+	}
+}
+
+// TestFailingOriginIsAskedOncePerErrorTTL: 50 requests for a key whose
+// origin fails, through every node, reach the origin once per ErrorTTL.
+func TestFailingOriginIsAskedOncePerErrorTTL(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 3, clusterOpts{origin: func(context.Context, string, string) (cache.Value, error) {
+		return cache.Value{}, errors.New("origin answered 500")
+	}})
+	c := testClient(t)
+	start := time.Now()
+	for i := range 50 {
+		r := mustDo(t, c, http.MethodGet, publicURL(nodes[i%3].url, testGroup, "bad"), nil)
+		if r.status != http.StatusBadGateway {
+			t.Fatalf("GET = %d %q, want 502", r.status, r.body)
+		}
+	}
+	allowed := 1 + int(time.Since(start)/time.Second) // the default ErrorTTL
+	if n := len(loads.of("bad")); n < 1 || n > allowed {
+		t.Fatalf("origin loads = %d for 50 requests in %v, want 1 to %d", n, time.Since(start), allowed)
+	}
+}
+
+// TestPeerWriteToANonOwnerIsRefused: a peer PUT or DELETE (owner scope) for
+// a key the receiving node does not own is a 421, and no node serves the
+// value it carried.
+func TestPeerWriteToANonOwnerIsRefused(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 3, clusterOpts{})
+	c := testClient(t)
+	key := keyOf(t, nodes, nodes[1], "f")
+	mustRead(t, c, nodes[1], key, string(valueOf(key)))
+	u := nodes[0].url + peerPath(DefaultBasePath, testGroup, key)
+	if r := mustDo(t, c, http.MethodPut, u, strings.NewReader("forged")); r.status != http.StatusMisdirectedRequest {
+		t.Fatalf("peer PUT at a non-owner = %d %q, want 421", r.status, r.body)
+	}
+	if r := mustDo(t, c, http.MethodDelete, u, nil); r.status != http.StatusMisdirectedRequest {
+		t.Fatalf("peer DELETE at a non-owner = %d %q, want 421", r.status, r.body)
+	}
+	for _, n := range nodes {
+		mustRead(t, c, n, key, string(valueOf(key)))
+	}
+}

@@ -1,0 +1,189 @@
+package transport
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// setRing gives every node in nodes the member set of members.
+func setRing(t *testing.T, nodes, members []*testNode) {
+	t.Helper()
+	var urls []string
+	for _, m := range members {
+		urls = append(urls, m.url)
+	}
+	for _, n := range nodes {
+		if err := n.pool.Set(urls...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// warm reads keys through the nodes in turn and checks every value.
+func warm(t *testing.T, c *http.Client, nodes []*testNode, keys []string) {
+	t.Helper()
+	for i, k := range keys {
+		if err := get(t, c, nodes[i%len(nodes)], k); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// handoffStats sums the hand-off counters over nodes.
+func handoffStats(nodes []*testNode) (taken, given int64) {
+	for _, n := range nodes {
+		s := n.group.Stats()
+		taken += s.HandoffsTaken
+		given += s.HandoffsGiven
+	}
+	return taken, given
+}
+
+// TestJoinTakesKeysWarm: a fourth node joins a warm cluster; the keys that
+// move to it are taken from their previous owners, not loaded again.
+func TestJoinTakesKeysWarm(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 4, clusterOpts{})
+	c := testClient(t)
+	three, joiner := nodes[:3], nodes[3]
+	setRing(t, three, three)
+	setRing(t, []*testNode{joiner}, []*testNode{joiner})
+	var keys []string
+	for i := range 600 {
+		keys = append(keys, fmt.Sprintf("key-%d", i))
+	}
+	warm(t, c, three, keys)
+	before := loads.count()
+	if before != len(keys) {
+		t.Fatalf("warming loaded %d times for %d keys", before, len(keys))
+	}
+	setRing(t, nodes, nodes)
+	moved := 0
+	for _, k := range keys {
+		if joiner.pool.Owner(k) == joiner.url {
+			moved++
+		}
+	}
+	warm(t, c, nodes, keys)
+	taken, given := handoffStats(nodes)
+	t.Logf("%d of %d keys moved to the joiner: %d origin loads, %d taken over", moved, len(keys), loads.count()-before, taken)
+	if moved < len(keys)/8 {
+		t.Fatalf("only %d keys moved", moved)
+	}
+	if extra := loads.count() - before; extra != 0 || taken != int64(moved) || given != int64(moved) {
+		t.Fatalf("after the join: %d origin loads, %d taken, %d given; want 0, %d, %d", extra, taken, given, moved, moved)
+	}
+}
+
+// TestGracefulLeaveDrains: a node that leaves hands its values to their
+// next owners before it stops, whether their rings have dropped it yet or
+// not; the keys that move cost the origin nothing.
+func TestGracefulLeaveDrains(t *testing.T) {
+	t.Parallel()
+	for _, ringsFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rings updated first=%v", ringsFirst), func(t *testing.T) {
+			t.Parallel()
+			nodes, loads := newCluster(t, 4, clusterOpts{})
+			c := testClient(t)
+			var keys []string
+			for i := range 600 {
+				keys = append(keys, fmt.Sprintf("key-%d", i))
+			}
+			warm(t, c, nodes, keys)
+			before := loads.count()
+			leaver, rest := nodes[3], nodes[:3]
+			owned := int(leaver.group.Stats().MainItems)
+			leaver.node.Retire()
+			if ringsFirst {
+				setRing(t, rest, rest)
+			}
+			stats := leaver.pool.Drain(t.Context(), leaver.node, 0)
+			if !ringsFirst {
+				setRing(t, rest, rest)
+			}
+			// The leaver is gone: nothing can be fetched from it any more.
+			leaver.srv.Close()
+			warm(t, c, rest, keys)
+			t.Logf("drain: %+v of %d owned; %d origin loads after", stats, owned, loads.count()-before)
+			if stats.Offered != owned || stats.Adopted != owned || stats.Failed != 0 {
+				t.Fatalf("drain %+v, want %d offered and adopted", stats, owned)
+			}
+			if extra := loads.count() - before; extra != 0 {
+				t.Fatalf("%d origin loads after the leave, want 0", extra)
+			}
+		})
+	}
+}
+
+// TestDrainNeverUndoesAWrite: a value handed over does not replace a value
+// the next owner holds, nor bring back a key it removed.
+func TestDrainNeverUndoesAWrite(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 2, clusterOpts{})
+	c := testClient(t)
+	leaver, next := nodes[1], nodes[0]
+	written, removed := keyOf(t, nodes, leaver, "w"), keyOf(t, nodes, leaver, "r")
+	put(t, c, leaver, written, "old")
+	put(t, c, leaver, removed, "old")
+	leaver.node.Retire()
+	setRing(t, []*testNode{next}, []*testNode{next})
+	put(t, c, next, written, "new")
+	mustDo(t, c, http.MethodDelete, publicURL(next.url, testGroup, removed), nil)
+	stats := leaver.pool.Drain(t.Context(), leaver.node, 0)
+	if stats.Offered != 2 || stats.Adopted != 0 {
+		t.Fatalf("drain %+v, want 2 offered, 0 adopted", stats)
+	}
+	mustRead(t, c, next, written, "new")
+	mustRead(t, c, next, removed, string(valueOf(removed)))
+}
+
+// TestDrainRecordRoundTrip: what appendRecord writes, readRecord reads back.
+func TestDrainRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	exp := time.Unix(1_900_000_000, 123)
+	in := []cache.KeyValue{
+		{Key: "a", Value: cache.Value{Data: []byte("1"), ContentType: "text/plain", Expires: exp}},
+		{Key: "b/c", Value: cache.Value{Data: []byte{}}},
+	}
+	var b []byte
+	for _, kv := range in {
+		b = appendRecord(b, kv.Key, kv.Value)
+	}
+	for _, want := range in {
+		key, v, n, err := readRecord(b)
+		if err != nil || key != want.Key || !bytes.Equal(v.Data, want.Value.Data) || v.ContentType != want.Value.ContentType || !v.Expires.Equal(want.Value.Expires) {
+			t.Fatalf("readRecord = %q %+v %v, want %q %+v", key, v, err, want.Key, want.Value)
+		}
+		b = b[n:]
+	}
+	if len(b) != 0 {
+		t.Fatalf("%d bytes left", len(b))
+	}
+}
+
+// FuzzReadRecord: any bytes are read or refused, never a panic, and what is
+// read re-encodes to the same bytes.
+func FuzzReadRecord(f *testing.F) {
+	f.Add(appendRecord(nil, "k", cache.Value{Data: []byte("v"), ContentType: "t"}))
+	f.Add([]byte{0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		key, v, n, err := readRecord(b)
+		if err != nil {
+			return
+		}
+		if got := appendRecord(nil, key, v); !bytes.Equal(got, b[:n]) && v.Expires.IsZero() == (len(b) > 0) {
+			// Varints have one canonical form only when written by us:
+			// check that the record at least decodes to itself.
+			k2, v2, _, err := readRecord(got)
+			if err != nil || k2 != key || !bytes.Equal(v2.Data, v.Data) {
+				t.Fatalf("re-encoding changed the record")
+			}
+		}
+	})
+}

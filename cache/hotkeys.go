@@ -18,9 +18,10 @@ type HotKey struct {
 }
 
 // HotKeys returns up to n entries of the hot cache, the hottest first: by
-// Estimate, then by how recently the entry was used. Fallback copies of keys
-// whose owner could not be reached live in the hot cache too and are
-// listed. It copies the hot cache's keys under its lock, so it costs time
+// Estimate, then by how recently the entry was used. Only copies the group
+// would serve are listed: unexpired values under a contact lease that holds
+// (fallback copies of keys whose owner could not be reached included);
+// remembered not-founds are left out. It copies the hot cache's keys under its lock, so it costs time
 // in proportion to the hot cache's entries: it is for a status page, not
 // for every request.
 func (g *Group) HotKeys(n int) []HotKey {
@@ -55,9 +56,10 @@ func (g *Group) HotKeys(n int) []HotKey {
 	return top
 }
 
-// recent returns the unexpired entries, most recently used first, without
-// marking them used. It holds the lock only to copy the list (two walks of
-// it, no lookups): hot hits wait on that lock.
+// recent returns the entries a hot lookup would serve, most recently used
+// first, without marking them used. It holds the lock only to copy the
+// list (two walks of it, no lookups): hot hits wait on that lock. The
+// leases are asked after unlocking.
 func (l *lru) recent(now time.Time) []HotKey {
 	l.mu.Lock()
 	keys := l.c.Keys() // oldest first
@@ -65,11 +67,22 @@ func (l *lru) recent(now time.Time) []HotKey {
 	l.mu.Unlock()
 	out := make([]HotKey, 0, len(keys))
 	for i := len(keys) - 1; i >= 0; i-- {
-		if !vals[i].expired(now) {
-			out = append(out, HotKey{Key: keys[i], Bytes: vals[i].size})
+		if e := &vals[i]; !e.notFound && !e.expired(now) && leaseHolds(e) {
+			out = append(out, HotKey{Key: keys[i], Bytes: e.size})
 		}
 	}
 	return out
+}
+
+// leaseHolds is Group.lookup's rule for a hot copy: stored without a lease,
+// or under the owner's contact epoch that still holds (a fallback copy
+// also once the lease lapsed).
+func leaseHolds(e *entry) bool {
+	if e.src == nil {
+		return true
+	}
+	epoch, leased := e.src.Contact()
+	return epoch == e.stamp && (leased || e.fallback)
 }
 
 // estimates returns the estimated count of each of keys, under one lock

@@ -62,18 +62,40 @@ func TestHotKeys(t *testing.T) {
 	}
 }
 
-// TestHotKeysSkipsExpired checks that a hot copy past its expiry is not
-// reported, though the LRU still holds it.
-func TestHotKeysSkipsExpired(t *testing.T) {
+// lease is a contact lease fixed by the test.
+type lease struct {
+	epoch uint64
+	ok    bool
+}
+
+func (l lease) Contact() (uint64, bool) { return l.epoch, l.ok }
+
+// TestHotKeysSkipsUnservable checks that a hot copy the group would not
+// serve is not reported, though the LRU still holds it: expired, under a
+// lapsed or renewed lease, or a remembered not-found.
+func TestHotKeysSkipsUnservable(t *testing.T) {
 	t.Parallel()
 	l := newLRU(1 << 20)
 	now := time.Now()
-	l.add("old", entry{v: Value{Expires: now.Add(-time.Second)}, size: 10}, nil, 0)
-	l.add("new", entry{v: Value{Expires: now.Add(time.Hour)}, size: 20}, nil, 0)
-	l.add("forever", entry{size: 30}, nil, 0)
+	for _, c := range []struct {
+		key string
+		e   entry
+	}{
+		{"expired", entry{v: Value{Expires: now.Add(-time.Second)}, size: 10}},
+		{"later", entry{v: Value{Expires: now.Add(time.Hour)}, size: 20}},
+		{"forever", entry{size: 30}},
+		{"not-found", entry{notFound: true, size: 40}},
+		{"leased", entry{size: 50, src: lease{epoch: 7, ok: true}, stamp: 7}},
+		{"lapsed", entry{size: 60, src: lease{epoch: 7}, stamp: 7}},
+		{"lapsed-fallback", entry{size: 70, src: lease{epoch: 7}, stamp: 7, fallback: true}},
+		{"old-epoch", entry{size: 80, src: lease{epoch: 8, ok: true}, stamp: 7}},
+	} {
+		l.add(c.key, c.e, guard{})
+	}
 	got := l.recent(now)
-	if len(got) != 2 || got[0] != (HotKey{Key: "forever", Bytes: 30}) || got[1] != (HotKey{Key: "new", Bytes: 20}) {
-		t.Errorf("recent = %+v", got)
+	want := []HotKey{{"lapsed-fallback", 0, 70}, {"leased", 0, 50}, {"forever", 0, 30}, {"later", 0, 20}}
+	if !slices.Equal(got, want) {
+		t.Errorf("recent = %+v\nwant     %+v", got, want)
 	}
 }
 
@@ -87,7 +109,8 @@ func BenchmarkHotKeys(b *testing.B) {
 	for i := range 10000 {
 		k := "key-" + strconv.Itoa(i)
 		g.freq.add(k)
-		g.keep(g.hot, k, Value{Data: make([]byte, 600)}, time.Now(), nil, 0)
+		v := Value{Data: make([]byte, 600)}
+		g.hot.add(k, entry{v: v, size: entrySize(k, v)}, guard{})
 	}
 	if _, n := g.hot.usage(); n != 10000 {
 		b.Fatalf("%d hot entries", n)

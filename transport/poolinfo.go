@@ -160,27 +160,6 @@ func (p *Pool) Locate(key string) (owner string, hash uint32, version uint64) {
 	return st.ring.Get(key), st.ring.KeyHash(key), st.ring.Version()
 }
 
-// Suspected returns the base URLs of the peers whose circuit is open: a
-// dial to them failed lately, and requests skip them until it is retried.
-// Info and ProbeVersions read suspicion only through it.
-func (p *Pool) Suspected() []string {
-	st := p.state.Load()
-	now := p.now()
-	var out []string
-	for _, m := range st.members {
-		if pe, ok := st.peers[m]; ok && pe.suspected(now) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// suspected reports whether requests skip pe at now.
-func (pe *peer) suspected(now time.Time) bool {
-	until := pe.downUntil.Load()
-	return until != 0 && now.UnixNano() < until
-}
-
 // ProbeVersions asks every peer that has not been heard from within fresh,
 // or not since this node's ring last changed, for its ring version, so that a status page can tell whether the nodes
 // agree on an idle cluster too. A probe is a signed GET of the base path

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -72,6 +73,37 @@ func traffic(t *testing.T, c *devCluster, keys, reps int) {
 			}
 		}
 	}
+}
+
+// background reads keys k0..k(keys-1) through bases, about 50 times a
+// second, until the test ends. Errors are ignored: it only keeps the
+// caches busy.
+func background(t *testing.T, bases []string, keys int) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			res, err := client.Get(bases[i%len(bases)] + "/cache/demo/k" + strconv.Itoa(i%keys))
+			if err == nil {
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		client.CloseIdleConnections()
+	})
 }
 
 // TestUIPage checks the page as served by a node of a real cluster,
@@ -479,6 +511,9 @@ func TestUIScale(t *testing.T) {
 	traffic(t, c, 40, 4)
 	first := c.nodes[0]
 	base := c.urls()[0]
+	// Light load all along, through the nodes that stay, so that the
+	// pictures show rates and hot copies in use.
+	background(t, []string{base, c.urls()[2]}, 40)
 
 	b.do(t, chromedp.Navigate(base+"/ui/?key=hello"), awaitUpdates(2))
 	if n := eval[int](t, b, countArcGroups); n != 3 {

@@ -132,7 +132,7 @@
             el("span", { class: "est" }, h.estimate + " recent misses · " + bytes(h.bytes))));
         }
       } else {
-        hot.append(el("li", { class: "none" }, "none"));
+        hot.append(el("li", { class: "none" }, "none in use (a copy is served only while its owner's lease holds)"));
       }
       return el("section", { class: "group", "data-group": g.name },
         el("h3", {}, g.name),

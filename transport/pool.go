@@ -44,6 +44,8 @@ type Pool struct {
 	// request; seenN counts its entries, to bound it.
 	seen  sync.Map // versionPair -> struct{}
 	seenN atomic.Int64
+
+	versions peerVersions // each member's last reported ring version, for status pages
 }
 
 // versionPair is a disagreement between this node's ring and a peer's.
@@ -284,6 +286,7 @@ func (p *Pool) install(ring ring, members []string) {
 // missing header (a groupcache peer) or one that is not a version is
 // ignored.
 func (p *Pool) checkVersion(st *poolState, peer, header string) {
+	p.noteVersion(st, peer, header)
 	if header == "" || header == st.versionHeader[0] {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
+	"github.com/ringcache/ringcache/transport/ui"
 )
 
 // node is one running daemon: a cache.Node, its Pool, its membership and its
@@ -34,6 +35,7 @@ type node struct {
 	metrics *metrics
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
+	ui      *uiState                // the operator's page: membership timeline, rate samples
 
 	isReady atomic.Bool
 	servers []*http.Server
@@ -50,6 +52,7 @@ type node struct {
 func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err error) {
 	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
 	n.metrics = newMetrics(n)
+	n.ui = newUIState(n)
 
 	// Listen before anything else: the peer URL needs the peer port, and a
 	// port in use should fail the start before we register in etcd.
@@ -209,6 +212,11 @@ func (n *node) serve(lns []net.Listener) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET /ui/", page)
 	handlers := []http.Handler{mux}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
@@ -237,6 +245,7 @@ type poolSetter struct {
 	pool    *transport.Pool
 	changed chan<- struct{}
 	forget  func(members []string) // drops the metrics of peers not in members
+	record  func(members []string) // notes the change in the membership timeline
 }
 
 var (
@@ -263,7 +272,9 @@ func (s poolSetter) applied(err error) error {
 	if err != nil {
 		return err // peers logs it; the Pool keeps its ring
 	}
-	s.forget(s.pool.Members())
+	members := s.pool.Members()
+	s.forget(members)
+	s.record(members)
 	select {
 	case s.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
@@ -274,7 +285,7 @@ func (s poolSetter) applied(err error) error {
 // setter returns the peers.Setter that feeds membership changes to the
 // Pool, to awaitMembers and to the metrics.
 func (n *node) setter() poolSetter {
-	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers}
+	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers, record: n.ui.record}
 }
 
 // join registers the node in etcd, or sets the static member list, and
@@ -308,6 +319,7 @@ func (n *node) join(ctx context.Context) error {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
 	n.reg = reg
+	n.served.Go(func() { n.ui.follow(reg) }) // ends when stop closes reg
 	return nil
 }
 

@@ -104,7 +104,7 @@ type Config struct {
 	SignatureWindow time.Duration
 
 	// MaxNonces bounds the nonces remembered against replays. If zero,
-	// 262,144 (about 20 MB; at 30 s, 8,700 peer requests a second keep
+	// 262,144 (60 bytes each, about 16 MB; at 30 s, 8,700 peer requests a second keep
 	// every nonce for the whole window). Past the bound the oldest are
 	// forgotten and every request dated before them refused, which
 	// narrows the window for peers with lagging clocks but never lets a

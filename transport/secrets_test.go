@@ -206,7 +206,7 @@ func slicesRepeat(b []byte, n int) [][]byte {
 	return out
 }
 
-func mustPool(t *testing.T, cfg Config) *Pool {
+func mustPool(t testing.TB, cfg Config) *Pool {
 	t.Helper()
 	p, err := NewPool(cfg)
 	if err != nil {

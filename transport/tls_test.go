@@ -19,7 +19,7 @@ import (
 )
 
 // newCA returns a throwaway CA for a test.
-func newCA(t *testing.T, name string) *devcert.CA {
+func newCA(t testing.TB, name string) *devcert.CA {
 	t.Helper()
 	ca, err := devcert.NewCA(name)
 	if err != nil {
@@ -30,7 +30,7 @@ func newCA(t *testing.T, name string) *devcert.CA {
 
 // peerTLS returns a PeerTLS for a node named by hosts, its certificate
 // issued by issuer and its peers verified against trust.
-func peerTLS(t *testing.T, trust, issuer *devcert.CA, hosts ...string) *PeerTLS {
+func peerTLS(t testing.TB, trust, issuer *devcert.CA, hosts ...string) *PeerTLS {
 	t.Helper()
 	cert, key, err := issuer.Issue(hosts...)
 	if err != nil {
@@ -53,7 +53,12 @@ type tlsNode struct {
 
 // newTLSCluster starts n nodes on loopback whose peer routes speak mutual
 // TLS with certificates from ca.
-func newTLSCluster(t *testing.T, ca *devcert.CA, n int, loads *loadLog) []*tlsNode {
+func newTLSCluster(t testing.TB, ca *devcert.CA, n int, loads *loadLog) []*tlsNode {
+	return newTLSClusterOpts(t, ca, n, loads, defaultOrigin, nil)
+}
+
+// newTLSClusterOpts is newTLSCluster with an origin and a secret (nil: none).
+func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, value origin, secret []byte) []*tlsNode {
 	t.Helper()
 	nodes := make([]*tlsNode, n)
 	urls := make([]string, n)
@@ -64,12 +69,12 @@ func newTLSCluster(t *testing.T, ca *devcert.CA, n int, loads *loadLog) []*tlsNo
 		}
 		pt := peerTLS(t, ca, ca, "127.0.0.1")
 		tn := &tlsNode{url: "https://" + ln.Addr().String(), tls: pt}
-		tn.pool = mustPool(t, Config{Self: tn.url, TLS: pt})
+		tn.pool = mustPool(t, Config{Self: tn.url, TLS: pt, Secret: secret})
 		cn := cache.New(cache.Config{Peers: tn.pool})
 		tn.group, err = cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
 			Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {
 				loads.add(tn.url, key)
-				return cache.Value{Data: valueOf(key)}, nil
+				return value(ctx, tn.url, key)
 			})})
 		if err != nil {
 			t.Fatal(err)

@@ -54,8 +54,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	signed := h.pool.auth.signed()
 	if err := h.pool.auth.verify(r, h.pool.now()); err != nil {
-		cfg.Logger.Debug("transport: refused peer request",
-			"peer", r.Header.Get(hdrPeer), "remote", r.RemoteAddr, "err", err)
+		h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
 		writePeerError(w, err)
 		return
 	}
@@ -129,7 +128,9 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodPut:
 		v, err := readValue(w, r, g.Config().MaxValueBytes)
 		if err == nil {
-			err = h.pool.auth.checkBody(r, v.Data)
+			if err = h.pool.auth.checkBody(r, v.Data); err != nil {
+				h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
+			}
 		}
 		if err != nil {
 			writePeerError(w, err)

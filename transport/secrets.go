@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -24,7 +25,16 @@ type peerAuth struct {
 	window  time.Duration
 	secrets atomic.Pointer[[][]byte] // the first signs; any verifies; nil or empty: unsigned
 	nonces  *nonceCache
+
+	// Refusals are logged at Warn at most once per refusedLogEvery, with
+	// the number refused since, so that a flood of forged requests cannot
+	// flood the log; every one is logged at Debug.
+	lastWarn atomic.Int64 // Unix ns
+	refusedN atomic.Int64
 }
+
+// refusedLogEvery spaces the Warn lines about refused peer requests.
+const refusedLogEvery = 10 * time.Second
 
 func newPeerAuth(cfg Config) *peerAuth {
 	a := &peerAuth{
@@ -151,6 +161,20 @@ func (a *peerAuth) checkBody(r *http.Request, body []byte) error {
 		return fmt.Errorf("%w: body does not match its signed hash", ErrUnauthorized)
 	}
 	return nil
+}
+
+// refused logs a refused peer request: at Debug always, at Warn (an
+// operator should look: a misconfigured node, or someone forging or
+// replaying requests) at most once per refusedLogEvery.
+func (a *peerAuth) refused(log *slog.Logger, r *http.Request, err error, now time.Time) {
+	n := a.refusedN.Add(1)
+	last := a.lastWarn.Load()
+	if now.UnixNano()-last >= int64(refusedLogEvery) && a.lastWarn.CompareAndSwap(last, now.UnixNano()) {
+		a.refusedN.Add(-n)
+		log.Warn("transport: refused peer requests", "count", n, "peer", r.Header.Get(hdrPeer), "remote", r.RemoteAddr, "err", err)
+		return
+	}
+	log.Debug("transport: refused peer request", "peer", r.Header.Get(hdrPeer), "remote", r.RemoteAddr, "err", err)
 }
 
 func bodyHash(body []byte) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -312,5 +313,28 @@ func TestReplayRefused(t *testing.T) {
 	v, err := o.group.Get(ctx, key)
 	if err != nil || string(v.Data) != "second" {
 		t.Fatalf("owner's value after the replays: %q, %v; want \"second\"", v.Data, err)
+	}
+}
+
+// TestRefusedLogged sends a burst of forged peer requests and checks that
+// the node warns about them once, not once per request.
+func TestRefusedLogged(t *testing.T) {
+	t.Parallel()
+	var buf syncBuffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.Secret = []byte("cluster secret"); c.Logger = log }})
+	c := testClient(t)
+	path := peerPath(DefaultBasePath, testGroup, "k")
+	for range 50 {
+		hdr := signFor([]byte("a guess"), "GET", nodes[0].url, path, time.Now(), nil)
+		if r := mustDo(t, c, "GET", nodes[0].url+path, nil, hdr...); r.status != http.StatusUnauthorized {
+			t.Fatalf("forged request: %d, want 401", r.status)
+		}
+	}
+	if n := strings.Count(buf.String(), "refused peer requests"); n != 1 {
+		t.Fatalf("%d warnings for 50 forged requests, want 1:\n%s", n, buf.String())
+	}
+	if !strings.Contains(buf.String(), "bad signature") {
+		t.Errorf("the warning does not say why: %s", buf.String())
 	}
 }

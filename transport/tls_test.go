@@ -69,7 +69,11 @@ func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, valu
 		}
 		pt := peerTLS(t, ca, ca, "127.0.0.1")
 		tn := &tlsNode{url: "https://" + ln.Addr().String(), tls: pt}
-		tn.pool = mustPool(t, Config{Self: tn.url, TLS: pt, Secret: secret})
+		cfg := Config{Self: tn.url, TLS: pt, Secret: secret}
+		if _, ok := t.(*testing.B); ok {
+			cfg.PeerTimeout = benchPeerTimeout
+		}
+		tn.pool = mustPool(t, cfg)
 		cn := cache.New(cache.Config{Peers: tn.pool})
 		tn.group, err = cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
 			Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {

@@ -344,3 +344,23 @@ func TestDevTLS(t *testing.T) {
 		t.Errorf("certificates left behind in %s: %v", dir, err)
 	}
 }
+
+// TestSecuritySettings reads the security settings from flags, the
+// environment and YAML: -insecure-peers works alone, as a boolean flag.
+func TestSecuritySettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig([]string{"-insecure-peers", "-group", demoGroupFlag}, env(map[string]string{
+		"RINGCACHE_SECRET_FILE": "/run/secrets/ringcache",
+	}), io.Discard)
+	if err != nil || !cfg.InsecurePeers || cfg.SecretFile != "/run/secrets/ringcache" {
+		t.Fatalf("flags and env: %+v, %v", cfg, err)
+	}
+	file := writeNamed(t, "ringcached.yaml", "insecure-peers: true\npeer-listen: 127.0.0.1:9000\npeer-ca: ca.pem\npeer-cert: c.pem\npeer-key: k.pem\npeer-url: https://a:9000\n")
+	cfg, err = loadConfig([]string{"-config", file, "-group", demoGroupFlag}, env(nil), io.Discard)
+	if err != nil || !cfg.InsecurePeers || cfg.PeerCA != "ca.pem" || cfg.PeerKey != "k.pem" {
+		t.Fatalf("YAML: %+v, %v", cfg, err)
+	}
+	if _, err := loadConfig([]string{"-insecure-peers=maybe", "-group", demoGroupFlag}, env(nil), io.Discard); !errors.Is(err, errConfig) {
+		t.Errorf("-insecure-peers=maybe: %v, want errConfig", err)
+	}
+}

@@ -128,6 +128,9 @@ func (a *peerAuth) verify(r *http.Request, now time.Time) error {
 	if len(secrets) == 0 {
 		return nil
 	}
+	if r.Header.Get(hdrSignature) == "" {
+		return fmt.Errorf("%w: no signature", ErrUnauthorized)
+	}
 	date, err := strconv.ParseInt(r.Header.Get(hdrDate), 10, 64)
 	if err != nil {
 		return fmt.Errorf("%w: no or bad date", ErrUnauthorized)

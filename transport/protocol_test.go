@@ -209,6 +209,8 @@ func TestVerifySignature(t *testing.T) {
 		"expiry":        func(s *signedRequest) { s.Header = http.Header{hdrContentType: base.Header[hdrContentType]} },
 		"no-store":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrNoStore, "1") },
 		"sender header": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrPeer, "http://evil") },
+		"scope":         func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrScope, "copy") },
+		"lease request": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrLease, "1") },
 	} {
 		tests = append(tests, struct {
 			name    string

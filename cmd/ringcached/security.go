@@ -41,10 +41,8 @@ func (c *Config) validateSecurity() error {
 	if c.Secret != "" && c.SecretFile != "" {
 		return bad("secret-file", "set -secret or -secret-file, not both")
 	}
-	if c.Secret != "" {
-		if _, err := parseSecrets([]byte(c.Secret)); err != nil {
-			return bad("secret", "%v", err)
-		}
+	if c.Secret != "" && len(strings.TrimSpace(c.Secret)) < minSecretBytes {
+		return bad("secret", "%d bytes; at least %d (openssl rand -hex 32)", len(strings.TrimSpace(c.Secret)), minSecretBytes)
 	}
 	n := 0
 	for _, f := range []string{c.PeerCA, c.PeerCert, c.PeerKey} {
@@ -143,7 +141,9 @@ func loadPeerSecurity(cfg Config, log *slog.Logger) (*peerSecurity, error) {
 	s := &peerSecurity{cfg: cfg, log: log}
 	switch {
 	case cfg.Secret != "":
-		s.secrets, _ = parseSecrets([]byte(cfg.Secret)) // Validate checked it
+		// One secret, taken whole: the file's comment and line rules do not
+		// apply to a value given directly.
+		s.secrets = [][]byte{[]byte(strings.TrimSpace(cfg.Secret))}
 	case cfg.SecretFile != "":
 		data, err := os.ReadFile(cfg.SecretFile)
 		if err != nil {

@@ -58,6 +58,7 @@ func TestProtectedMode(t *testing.T) {
 		{"all interfaces, no secret", func(c *Config) {}, false},
 		{"all interfaces, -insecure-peers", func(c *Config) { c.InsecurePeers = true }, true},
 		{"all interfaces, -secret", func(c *Config) { c.Secret = "0123456789abcdef" }, true},
+		{"all interfaces, -secret starting with #", func(c *Config) { c.Secret = "#0123456789abcdef" }, true},
 		{"all interfaces, -secret-file", func(c *Config) { c.SecretFile = secretFile }, true},
 		{"all interfaces, mutual TLS", func(c *Config) {
 			c.PeerListen = "0.0.0.0:0"

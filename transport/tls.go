@@ -115,9 +115,27 @@ func (t *PeerTLS) transport(tr *http.Transport, dialer *net.Dialer) http.RoundTr
 		return tr
 	}
 	tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		// tls.Dialer verifies the peer's certificate for addr's host.
-		d := tls.Dialer{NetDialer: dialer, Config: t.state.Load().client}
-		return d.DialContext(ctx, network, addr)
+		// The connect alone is bounded by the dial timeout, which is about
+		// finding a dead peer quickly (and a failure there opens its
+		// breaker); the handshake needs the peer's CPU, like a request,
+		// and has what the request has (Config.PeerTimeout of silence).
+		conn, err := dialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		cfg := t.state.Load().client.Clone()
+		cfg.ServerName = host // the certificate must name the host dialled
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
 	}
 	return httpsOnly{tr}
 }

@@ -171,7 +171,7 @@ func checkKey(key string, max int) error {
 // signedHeaders are the request headers a peer request's signature covers
 // besides its method, target, path, date, nonce and body hash: everything
 // the receiver acts on. Their order is part of the signature.
-var signedHeaders = []string{hdrPeer, hdrContentType, hdrExpires, hdrNoStore, hdrScope, hdrLease, hdrHandoff}
+var signedHeaders = []string{hdrPeer, hdrContentType, hdrExpires, hdrNoStore, hdrStale, hdrScope, hdrLease, hdrHandoff}
 
 // signingVersion starts the signed text, so that a signature made under
 // another layout can never verify under this one.
@@ -184,7 +184,7 @@ type signedRequest struct {
 	Path     string // escaped, as on the wire
 	Date     int64  // Unix milliseconds
 	Nonce    string // hex, unique per request
-	BodyHash string // hex SHA-256 of the body, PUT only; empty otherwise
+	BodyHash string // hex SHA-256 of the body, PUT and POST only; empty otherwise
 	Header   http.Header
 }
 

@@ -210,6 +210,8 @@ func TestVerifySignature(t *testing.T) {
 		"no-store":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrNoStore, "1") },
 		"sender header": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrPeer, "http://evil") },
 		"scope":         func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrScope, "copy") },
+		"stale age":     func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrStale, "1000") },
+		"hand-off":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrHandoff, "1") },
 		"lease request": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrLease, "1") },
 	} {
 		tests = append(tests, struct {

@@ -110,7 +110,7 @@ func (a *peerAuth) sign(req *http.Request, audience string, body []byte, now tim
 		Nonce:    hex.EncodeToString(nb[:]),
 		Header:   req.Header,
 	}
-	if req.Method == http.MethodPut {
+	if hasBody(req.Method) {
 		s.BodyHash = bodyHash(body)
 		req.Header.Set(hdrBodyHash, s.BodyHash)
 	}
@@ -121,8 +121,8 @@ func (a *peerAuth) sign(req *http.Request, audience string, body []byte, now tim
 
 // verify checks a received peer request's signature, date and nonce, at
 // now. The signature goes first: only a request signed with a cluster
-// secret can take a place in the nonce memory. A PUT's body is checked
-// later, once read (checkBody). Without secrets every request passes.
+// secret can take a place in the nonce memory. A PUT's or POST's body is
+// checked later, once read (checkBody). Without secrets every request passes.
 func (a *peerAuth) verify(r *http.Request, now time.Time) error {
 	secrets := *a.secrets.Load()
 	if len(secrets) == 0 {
@@ -154,8 +154,12 @@ func (a *peerAuth) verify(r *http.Request, now time.Time) error {
 	return a.nonces.check(n, date, now.UnixMilli())
 }
 
-// checkBody checks that a PUT's body is the one its signature covers.
-// Without secrets it passes.
+// hasBody reports whether requests of method carry a body that the
+// signature covers: a PUT's value, a POST's batch of handed-over values.
+func hasBody(method string) bool { return method == http.MethodPut || method == http.MethodPost }
+
+// checkBody checks that a PUT's or POST's body is the one its signature
+// covers. Without secrets it passes.
 func (a *peerAuth) checkBody(r *http.Request, body []byte) error {
 	if !a.signed() {
 		return nil

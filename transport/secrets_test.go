@@ -309,6 +309,16 @@ func TestReplayRefused(t *testing.T) {
 	if r := mustDo(t, c, http.MethodPut, o.url+path, strings.NewReader("other body"), hdr...); r.status != http.StatusUnauthorized {
 		t.Errorf("PUT whose body differs from the signed one: %d %q, want 401", r.status, r.body)
 	}
+	// The same for a hand-off batch (POST): its body is signed too.
+	adopt := DefaultBasePath + adoptRoute + testGroup
+	hdr = signFor(secret, http.MethodPost, o.url, adopt, time.Now(), []byte("signed batch"))
+	if r := mustDo(t, c, http.MethodPost, o.url+adopt, strings.NewReader("other batch"), hdr...); r.status != http.StatusUnauthorized {
+		t.Errorf("hand-off POST whose body differs from the signed one: %d %q, want 401", r.status, r.body)
+	}
+	hdr = signFor(secret, http.MethodPost, o.url, adopt, time.Now(), []byte("signed batch"))
+	if r := mustDo(t, c, http.MethodPost, o.url+adopt, strings.NewReader("signed batch"), hdr...); r.status != http.StatusBadRequest {
+		t.Errorf("hand-off POST with its signed body (not a valid batch): %d %q, want 400 past the signature", r.status, r.body)
+	}
 	// The owner still holds the last write.
 	v, err := o.group.Get(ctx, key)
 	if err != nil || string(v.Data) != "second" {

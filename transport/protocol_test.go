@@ -3,6 +3,9 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -455,4 +458,31 @@ func FuzzGetResponseValue(f *testing.F) {
 			t.Fatalf("%x: hand decoder %x, proto.Unmarshal %x", b, got, msg.Value)
 		}
 	})
+}
+
+// TestSignatureText computes a signature from the layout README gives, by
+// hand, so that a client in another language can rely on it.
+func TestSignatureText(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef")
+	s := signedRequest{
+		Method:   "PUT",
+		Audience: "http://node2:8080",
+		Path:     "/_groupcache/demo/a%2Fb",
+		Date:     1_700_000_000_123,
+		Nonce:    strings.Repeat("0f", nonceLen),
+		BodyHash: bodyHash([]byte("v")),
+		Header:   http.Header{hdrPeer: {"http://node1:8080"}, hdrContentType: {"text/plain"}},
+	}
+	text := strings.Join([]string{
+		"RINGCACHE-HMAC-SHA256-2", "PUT", "http://node2:8080", "/_groupcache/demo/a%2Fb", "1700000000123",
+		strings.Repeat("0f", nonceLen), bodyHash([]byte("v")),
+		"X-Ringcache-Peer:http://node1:8080", "X-Ringcache-Content-Type:text/plain", "X-Ringcache-Expires:",
+		"X-Ringcache-No-Store:", "X-Ringcache-Stale:", "X-Ringcache-Scope:", "X-Ringcache-Lease:", "X-Ringcache-Handoff:",
+	}, "\n")
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(text))
+	if want := hex.EncodeToString(m.Sum(nil)); signature(secret, s) != want {
+		t.Fatalf("signature = %s, want the HMAC of README's layout, %s", signature(secret, s), want)
+	}
 }

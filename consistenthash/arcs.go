@@ -6,9 +6,9 @@ import "unsafe"
 // values Start, Start+1, ... clockwise, wrapping past 2^32-1 to 0. A key
 // belongs to Owner when hash(key) lies in the arc.
 type Arc struct {
-	Start uint32
-	Size  uint64 // 1 to 2^32
-	Owner string
+	Start uint32 `json:"start"`
+	Size  uint64 `json:"size"` // 1 to 2^32
+	Owner string `json:"owner,omitempty"`
 }
 
 // Contains reports whether hash value h lies in a.

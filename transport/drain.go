@@ -148,6 +148,11 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
 		return
 	}
+	if err := h.pool.auth.checkBody(r, body); err != nil {
+		h.pool.auth.refused(h.pool.cfg.Logger, r, err, h.pool.now())
+		writePeerError(w, err)
+		return
+	}
 	// Keep only what this node will own once the sender is gone, whether
 	// or not its ring has dropped the sender yet.
 	after := ringWithout(h.pool.state.Load().ring, sender)

@@ -133,7 +133,7 @@ func (p *Pool) Info() RingInfo {
 	shares := st.ring.Shares()
 	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs()}
 	for _, m := range st.members {
-		mi := MemberInfo{URL: m, Self: m == p.cfg.Self, Weight: st.ring.Weight(m), Share: shares[m]}
+		mi := MemberInfo{URL: m, Self: m == p.cfg.Self, Weight: ringWeight(st.ring, m), Share: shares[m]}
 		if mi.Self {
 			mi.SeenVersion, mi.SeenAt = info.Version, now
 		} else {
@@ -200,11 +200,7 @@ func (p *Pool) probeVersion(ctx context.Context, st *poolState, pe *peer) {
 	}
 	req.Header[hdrPeer] = p.selfHeader
 	req.Header[hdrRingVersion] = st.versionHeader
-	if len(p.cfg.Secret) > 0 {
-		unix := p.now().Unix()
-		req.Header.Set(hdrDate, strconv.FormatInt(unix, 10))
-		req.Header.Set(hdrSignature, signature(p.cfg.Secret, req.Method, req.URL.EscapedPath(), unix))
-	}
+	p.auth.sign(req, pe.url, nil, p.now())
 	res, err := p.client.Do(req)
 	if err != nil {
 		return // the page shows how long ago the peer was last heard from
@@ -231,4 +227,16 @@ func (r RingInfo) Agreement(now time.Time, fresh time.Duration) (agree, differ, 
 		}
 	}
 	return agree, differ, unknown
+}
+
+// ringWeight returns a member's weight: a ring of explicit arcs has none
+// (every member takes an equal share), so 1 for its members.
+func ringWeight(r ring, m string) int {
+	if w, ok := r.(interface{ Weight(string) int }); ok {
+		return w.Weight(m)
+	}
+	if slices.Contains(r.Nodes(), m) {
+		return 1
+	}
+	return 0
 }

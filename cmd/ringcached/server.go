@@ -36,6 +36,7 @@ type node struct {
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
 	ui      *uiState                // the operator's page: membership timeline, rate samples
+	sec     *peerSecurity           // secrets and mutual TLS of the peer routes
 
 	isReady atomic.Bool
 	servers []*http.Server
@@ -53,6 +54,9 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
 	n.metrics = newMetrics(n)
 	n.ui = newUIState(n)
+	if n.sec, err = loadPeerSecurity(cfg, log); err != nil {
+		return nil, err // before binding anything: protected mode refuses to start
+	}
 
 	// Listen before anything else: the peer URL needs the peer port, and a
 	// port in use should fail the start before we register in etcd.
@@ -81,7 +85,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	}
 	n.self = cfg.PeerURL
 	if n.self == "" {
-		n.self = derivePeerURL(host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
+		n.self = derivePeerURL(n.sec.scheme(), host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
 	}
 	n.nodeID = cfg.NodeID
 	if n.nodeID == "" {
@@ -90,13 +94,6 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	log = log.With("node", n.nodeID)
 	n.log = log
 
-	var secret []byte
-	if cfg.Secret != "" {
-		secret = []byte(cfg.Secret)
-		if len(secret) < 16 {
-			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
-		}
-	}
 	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
 	n.pool, err = transport.NewPool(transport.Config{
 		Self:          n.self,
@@ -105,7 +102,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		PeerTimeout:   cfg.PeerTimeout,
 		LeaseTTL:      cfg.CopyLease,
-		Secret:        secret,
+		Secrets:       n.sec.secrets,
+		TLS:           n.sec.tls,
 		Logger:        log,
 		OnPeerRequest: n.metrics.observePeer,
 	})
@@ -139,6 +137,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.serve(lns); err != nil {
 		return nil, err
 	}
+	n.sec.watch(n.pool.SetSecrets)
 	lns = nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
@@ -149,12 +148,12 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 // the listener's own host when it is bound to one address, else the host
 // name (a container's name, which its peers resolve), with the port actually
 // bound.
-func derivePeerURL(hostname string, addr *net.TCPAddr) string {
+func derivePeerURL(scheme, hostname string, addr *net.TCPAddr) string {
 	host := hostname
 	if !addr.IP.IsUnspecified() {
 		host = addr.IP.String()
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // addGroup builds a group's origin and adds the group to the cache node.
@@ -221,7 +220,8 @@ func (n *node) serve(lns []net.Listener) error {
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {
-		handlers = append(handlers, peerHandler)
+		handlers = append(handlers, n.sec.peerHandler(peerHandler))
+		lns[1] = n.sec.peerListener(lns[1]) // mutual TLS, if configured
 	}
 	for i, ln := range lns {
 		srv := transport.NewServer(ln.Addr().String(), handlers[i])
@@ -400,6 +400,7 @@ func (n *node) stop(ctx context.Context) {
 		}
 		wg.Wait()
 		n.served.Wait()
+		n.sec.close()
 		n.pool.Close()
 		n.log.Info("stopped", "dur", time.Since(start))
 	})

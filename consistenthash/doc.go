@@ -21,7 +21,10 @@
 // node splits the arcs of the fullest nodes so that every share approaches
 // 1/n, and a leaving node's arcs go to their predecessors. Its positions are
 // values to store and share (Positions, Assign), because they depend on the
-// join history rather than on names alone.
+// join history rather than on names alone: JoinPositions chooses a joining
+// node's positions from the stored ones, and RangesFrom rebuilds the same
+// ring from them in every process. A join only cuts other members' arcs, so
+// a node that leaves and rejoins an unchanged ring takes the same arcs back.
 //
 // # Concurrency
 //

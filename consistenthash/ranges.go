@@ -433,3 +433,70 @@ func (r *Ranges) String() string {
 	}
 	return fmt.Sprintf("consistenthash.Ranges(nodes=%d arcs=%d version=%016x)", len(r.nodes), len(r.starts), r.version)
 }
+
+// RangesFrom builds the ring that members' stored positions describe, for
+// a cluster whose nodes each rebuild it from one store: the same members
+// and positions give the same ring, Version included, in every process.
+// positions and fn are NewRanges' (they matter to later Joins and to key
+// placement). A position that two members claim, which a store written by
+// independent joins can hold in a rare race, goes to the member whose name
+// sorts first; a member left without positions is not on the ring. Only an
+// empty name (ErrEmptyNode) or a member with more than MaxPoints positions
+// (ErrTooManyPoints) is an error.
+func RangesFrom(positions int, fn Hash, members map[string][]uint32) (*Ranges, error) {
+	r := NewRanges(positions, fn)
+	taken := make(map[uint32]bool)
+	for _, n := range slices.Sorted(maps.Keys(members)) {
+		if n == "" {
+			return nil, ErrEmptyNode
+		}
+		if len(members[n]) > MaxPoints {
+			return nil, fmt.Errorf("%w: %d positions for %q > %d", ErrTooManyPoints, len(members[n]), n, MaxPoints)
+		}
+		var own []uint32
+		for _, p := range members[n] {
+			if !taken[p] {
+				taken[p] = true
+				own = append(own, p)
+			}
+		}
+		if len(own) > 0 {
+			slices.Sort(own)
+			r.members[n] = own
+		}
+	}
+	r.rebuild()
+	return r, nil
+}
+
+// JoinPositions returns the positions node takes when it joins the ring
+// that members describe (as RangesFrom builds it, with positions per node):
+// what a cluster that stores positions writes for a joining node. A node
+// that is already on that ring keeps its positions.
+func JoinPositions(positions int, members map[string][]uint32, node string) ([]uint32, error) {
+	r, err := RangesFrom(positions, nil, members)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Join(node); err != nil {
+		return nil, err
+	}
+	p, _ := r.Positions(node)
+	return p, nil
+}
+
+// NodeArcs returns the arcs node owns, in ascending order of Start: one per
+// position, each ending at the next position on the ring (not merged with a
+// neighbour of the same owner, unlike Arcs). It returns nil for a node that
+// is not a member.
+func (r *Ranges) NodeArcs(node string) []Arc {
+	if r == nil {
+		return nil
+	}
+	var out []Arc
+	for _, p := range r.members[node] {
+		i, _ := slices.BinarySearch(r.starts, p)
+		out = append(out, Arc{Start: p, Size: arcSize(p, r.starts[(i+1)%len(r.starts)]), Owner: node})
+	}
+	return out
+}

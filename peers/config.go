@@ -88,6 +88,17 @@ type Config struct {
 	// implements WeightedSetter, it receives the weights through SetWeighted instead. If
 	// nil, the member set is only visible through State.
 	Setter Setter
+
+	// Placer, if not nil, places this node on a ring of explicit arcs shared through etcd:
+	// each registration claims positions in one transaction (see Placer), the Member value
+	// carries them, and the Setter, which must implement RangesSetter, receives every
+	// member's positions. Weight must then be 1. If nil, no positions are stored and the
+	// Setter builds a hashed ring from the member set.
+	Placer Placer
+
+	// beforeCommit, if not nil, runs in each join transaction between the read and the
+	// commit: tests use it to make two joins race deterministically.
+	beforeCommit func(attempt int)
 }
 
 // DefaultConfig returns a Config with every defaulted field set to its default; the caller
@@ -141,6 +152,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Weight < 0 || c.Weight > MaxWeight {
 		return bad("weight %d outside 1..%d", c.Weight, MaxWeight)
+	}
+	if c.Placer != nil {
+		if c.Weight != 1 {
+			return bad("weight %d with a Placer: explicit arcs give every member an equal share", c.Weight)
+		}
+		if _, ok := c.Setter.(RangesSetter); c.Setter != nil && !ok {
+			return bad("a Placer needs a Setter that implements RangesSetter")
+		}
 	}
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL

@@ -12,6 +12,16 @@
 // others drop the node at once. When etcd is unreachable the last member set stays in use: an
 // error means "unknown", never "empty".
 //
+// With a Placer (Config.Placer) the cluster places its nodes on a ring of explicit arcs
+// instead of hashing their names: each Member value also carries the node's positions. A
+// registration reads the members, chooses positions that split the largest arcs (or keeps the
+// ones this node held, if they are still free), and puts its key in one transaction that
+// succeeds only if no member key changed since the read; a node that loses the race reads
+// again, so two nodes joining at once never take the same position. A member whose key goes
+// (a leave, or a crash after the hold-down) takes its positions with it, and its arcs join
+// their predecessors'. The Setter, a RangesSetter, receives every member's positions, so every
+// node builds the same ring from what etcd holds.
+//
 // Static is the same hand-over for a fixed list, for clusters without etcd.
 //
 // A Registry is safe for concurrent use; it calls the Setter from one goroutine at a time and

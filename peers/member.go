@@ -27,6 +27,9 @@ type Member struct {
 	// Leaving is set by a graceful Close just before it revokes the lease, so that the other
 	// nodes drop this member at once instead of waiting out the hold-down meant for crashes.
 	Leaving bool `json:"leaving,omitempty"`
+	// Positions are the node's positions on a ring of explicit arcs, ascending, when the
+	// cluster places nodes that way (Config.Placer); empty otherwise.
+	Positions []uint32 `json:"positions,omitempty"`
 }
 
 // encode returns the JSON value stored in etcd. It fails only for a Started time outside
@@ -57,6 +60,12 @@ func decodeMember(id string, value []byte) (Member, error) {
 	}
 	if m.Weight < 0 || m.Weight > MaxWeight {
 		return Member{}, fmt.Errorf("%w: key %q: weight %d outside 1..%d", ErrBadMember, id, m.Weight, MaxWeight)
+	}
+	if len(m.Positions) > MaxPositions {
+		return Member{}, fmt.Errorf("%w: key %q: %d positions > %d", ErrBadMember, id, len(m.Positions), MaxPositions)
+	}
+	if !slices.IsSorted(m.Positions) || len(slices.Compact(slices.Clone(m.Positions))) != len(m.Positions) {
+		return Member{}, fmt.Errorf("%w: key %q: positions not strictly ascending", ErrBadMember, id)
 	}
 	return m, nil
 }

@@ -170,7 +170,7 @@ func (m *membership) has(id string) bool {
 // sameMember compares members field by field, with Started compared as an instant.
 func sameMember(a, b Member) bool {
 	return a.ID == b.ID && a.PeerURL == b.PeerURL && a.Weight == b.Weight && a.Version == b.Version &&
-		a.Started.Equal(b.Started) && a.Leaving == b.Leaving
+		a.Started.Equal(b.Started) && a.Leaving == b.Leaving && slices.Equal(a.Positions, b.Positions)
 }
 
 func sortedMembers(ms map[string]Member) []Member {

@@ -44,6 +44,7 @@ type Registry struct {
 	key        string
 	self       Member
 	value      string // guarded by mu once New returns (Leave changes it)
+	leaving    bool   // guarded by mu: Leave was called
 	log        *slog.Logger
 
 	ctx       context.Context // ends at Close or when the client is closed
@@ -54,7 +55,8 @@ type Registry struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	compactions atomic.Int64 // watches that ended on a compacted revision
+	compactions    atomic.Int64 // watches that ended on a compacted revision
+	claimConflicts atomic.Int64 // join transactions that lost a race (placement.go)
 
 	tenure tenure // read by Tenure without the lock
 
@@ -70,6 +72,8 @@ type Registry struct {
 	pending     []Member
 	peers       []string
 	weights     map[string]int
+	positions   map[string][]uint32 // with a Placer: what the RangesSetter last received
+	claimed     []uint32            // with a Placer: this node's positions, once claimed
 }
 
 // State is a snapshot of what a Registry knows, for an operator's status page (it marshals to
@@ -224,6 +228,10 @@ func (r *Registry) abort() {
 // close it, since the registry registers again by itself.
 func (r *Registry) Done() <-chan struct{} { return r.done }
 
+// Changed returns a channel that is closed at the next change of State, so that a status
+// page can follow the member set without polling: take the channel, read State, then wait.
+func (r *Registry) Changed() <-chan struct{} { return r.stateChanged() }
+
 // Ready reports whether the node registered and handed its first member set to the Setter,
 // and has not been closed. It stays true during an etcd outage, because the node keeps
 // serving with its last member set; State tells whether etcd is reachable.
@@ -256,17 +264,19 @@ func (r *Registry) State() State {
 // stops gracefully, to hand its values to their next owners while it still
 // serves them. Close does the same if Leave was not called.
 func (r *Registry) Leave(ctx context.Context) error {
+	r.mu.Lock()
 	leaving := r.self
 	leaving.Leaving = true
+	leaving.Positions = r.claimed
 	v, err := leaving.encode()
 	if err != nil {
+		r.mu.Unlock()
 		return err
 	}
-	r.mu.Lock()
 	lease := r.lease
 	// A put of the key again (the keepalive loop's, when the key went
-	// missing) must keep the mark.
-	r.value = v
+	// missing, or a new claim of positions) must keep the mark.
+	r.leaving, r.value = true, v
 	r.mu.Unlock()
 	if _, err := r.client.Put(ctx, r.key, v, clientv3.WithLease(lease)); err != nil {
 		return fmt.Errorf("peers: mark %s leaving: %w", r.key, err)
@@ -337,16 +347,12 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 	r.lease = g.ID
 	value := r.value
 	r.mu.Unlock()
-	put, err := r.client.Put(opCtx, r.key, value, clientv3.WithLease(g.ID), clientv3.WithPrevKV())
-	if err != nil {
-		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
-	}
 	// The key's create revision is this node's term: it changes only when
 	// the key was deleted (and so this node dropped from the others' rings)
 	// in between.
-	created := put.Header.Revision
-	if put.PrevKv != nil {
-		created = put.PrevKv.CreateRevision
+	created, err := r.put(opCtx, g.ID, value)
+	if err != nil {
+		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
 	}
 	kaCtx, stop := context.WithCancel(r.ctx)
 	ka, err := r.client.KeepAlive(kaCtx, g.ID)
@@ -404,7 +410,7 @@ func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
 			lease, value := r.lease, r.value
 			r.mu.Unlock()
 			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.TTL)
-			_, err := r.client.Put(ctx, r.key, value, clientv3.WithLease(lease))
+			_, err := r.put(ctx, lease, value)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("put missing key %s: %w", r.key, err)
@@ -599,12 +605,16 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 	peers := peerURLs(members)
 	weights := peerWeights(members)
 	ws, weighted := r.cfg.Setter.(WeightedSetter)
+	rs, ranged := r.cfg.Setter.(RangesSetter)
+	ranged = ranged && r.cfg.Placer != nil
+	positions := peerPositions(members)
 	r.mu.Lock()
 	old, oldWeights := r.peers, r.weights
-	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights))
+	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights)) ||
+		(ranged && !samePositions(r.positions, positions))
 	r.members, r.pending, r.weights = members, pending, weights
 	if changed {
-		r.peers = peers
+		r.peers, r.positions = peers, positions
 		r.lastChange = now
 	}
 	r.notifyLocked()
@@ -616,6 +626,8 @@ func (r *Registry) publish(members, pending []Member, now time.Time) {
 		"added", missingFrom(peers, old), "removed", missingFrom(old, peers))
 	var err error
 	switch {
+	case ranged:
+		err = rs.SetRanges(peerPositions(members))
 	case weighted:
 		err = ws.SetWeighted(maps.Clone(weights))
 	case r.cfg.Setter != nil:

@@ -113,8 +113,10 @@ type clusterOpts struct {
 	pool   func(i int, c *Config)
 	group  func(c *cache.GroupConfig)
 	origin origin
-	// wrap, if set, wraps each node's public handler.
-	wrap func(http.Handler) http.Handler
+	// wrap, if set, wraps each node's public handler; wrapPeer its peer
+	// handler.
+	wrap     func(http.Handler) http.Handler
+	wrapPeer func(i int, h http.Handler) http.Handler
 	// handler, if set, tunes each node's public handler.
 	handler func(i int, c *HandlerConfig)
 	// tenure, if set, gives node i's cache.Config.Tenure.
@@ -176,7 +178,11 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 			t.Fatal(err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle(pool.Config().BasePath, pool.PeerHandler(tn.node))
+		peerH := pool.PeerHandler(tn.node)
+		if o.wrapPeer != nil {
+			peerH = o.wrapPeer(i, peerH)
+		}
+		mux.Handle(pool.Config().BasePath, peerH)
 		var public http.Handler = h
 		if o.wrap != nil {
 			public = o.wrap(h)

@@ -1,8 +1,10 @@
 // Package transport carries ringcache between nodes and to clients over HTTP.
 //
-// A Pool is a node's view of the cluster: a consistent-hash ring
-// (consistenthash.Map) of peer base URLs, held in an atomic.Pointer and
-// replaced whole by Pool.Set. It implements cache.PeerPicker, so a cache.Node
+// A Pool is a node's view of the cluster: a consistent-hash ring of peer
+// base URLs, held in an atomic.Pointer and replaced whole by Pool.Set or
+// SetWeighted (hashed replicas, consistenthash.Map) or by Pool.SetRanges
+// (explicit arcs whose positions the members store in etcd,
+// consistenthash.Ranges). It implements cache.PeerPicker, so a cache.Node
 // built with it asks a key's owner for missing keys. The peer client shares
 // one keep-alive http.Transport sized for concurrency. It tells a slow owner
 // from a silent one: an owner that is loading a key sends 102 Processing
@@ -31,10 +33,20 @@
 // before it answers. A request that
 // arrives on the peer route is served by cache.Group.GetLocal and never
 // forwarded again (the one-hop rule), so nodes that briefly disagree about
-// the ring cannot bounce a request between them. With Config.Secret set,
-// every peer request carries an HMAC-SHA256 over method, escaped path and a
-// timestamp; the peer handler refuses anything else with 401 before it
-// touches a group.
+// the ring cannot bounce a request between them.
+//
+// Peers authenticate each other in two layers, each optional and both
+// recommended. With Config.Secrets, every peer request carries an
+// HMAC-SHA256 over its method, the receiving node's URL, the escaped path,
+// a date, a random nonce, the body's SHA-256 and the headers the receiver
+// acts on; the peer handler refuses (401), before it touches a group, a
+// request that is unsigned, signed with no secret it holds, dated outside
+// the window, or whose nonce it has seen (a replay). Pool.SetSecrets rotates
+// the secrets without a restart. With Config.TLS (a PeerTLS), peers dial
+// each other over TLS 1.3 and present certificates from the cluster's CA,
+// which the peer listener requires (PeerTLS.ServerConfig, RequireClientCert):
+// that adds confidentiality and integrity of values and responses, which the
+// signature alone does not give.
 //
 // Handler is the public API (GET, HEAD, PUT, DELETE /cache/{group}/{key...})
 // and is separate from the peer handler (Pool.PeerHandler), so the two can

@@ -25,6 +25,7 @@ type Pool struct {
 	client     *http.Client
 	selfHeader []string         // cfg.Self as a header value, shared like versionHeader
 	now        func() time.Time // time.Now; tests set it to check the signature window
+	auth       *peerAuth        // signs and verifies peer requests
 
 	mu     sync.Mutex // serializes Set, so that two swaps cannot interleave
 	state  atomic.Pointer[poolState]
@@ -44,6 +45,8 @@ type Pool struct {
 	// request; seenN counts its entries, to bound it.
 	seen  sync.Map // versionPair -> struct{}
 	seenN atomic.Int64
+
+	versions peerVersions // each member's last reported ring version, for status pages
 }
 
 // versionPair is a disagreement between this node's ring and a peer's.
@@ -53,9 +56,37 @@ type versionPair struct{ ours, theirs uint64 }
 // may be logged again), so that a flapping membership cannot grow it forever.
 const maxSeenPairs = 1024
 
+// ring is what the Pool reads of its ring: a *consistenthash.Map (hashed
+// replicas, Set and SetWeighted) or a *consistenthash.Ranges (explicit arcs,
+// SetRanges).
+type ring interface {
+	Get(key string) string
+	Nodes() []string
+	Arcs() []consistenthash.Arc
+	KeyHash(key string) uint32
+	Version() uint64
+	Shares() map[string]float64
+}
+
+// ringWithout returns r without node, for the ring of the others that a
+// node that has just joined took its keys from.
+func ringWithout(r ring, node string) ring {
+	switch r := r.(type) {
+	case *consistenthash.Map:
+		c := r.Clone()
+		c.Remove(node)
+		return c
+	case *consistenthash.Ranges:
+		c := r.Clone()
+		c.Leave(node)
+		return c
+	}
+	return nil
+}
+
 // poolState is one membership: immutable once published.
 type poolState struct {
-	ring    *consistenthash.Map
+	ring    ring
 	members []string
 	peers   map[string]*peer // by base URL, self excluded
 	others  []cache.Peer     // the values of peers, in member order
@@ -66,7 +97,7 @@ type poolState struct {
 	// prev is the ring before the last change (for a node that has just
 	// joined, the ring of the others), nil if none: PreviousOwner reads it.
 	// gone holds the peers of prev that left with the change.
-	prev *consistenthash.Map
+	prev ring
 	gone map[string]*peer
 }
 
@@ -85,12 +116,10 @@ func NewPool(cfg Config) (*Pool, error) {
 	}
 	// One transport for every peer, so that keep-alive connections are
 	// shared and bounded per host rather than per peer object.
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy: nil, // peers are reached directly, never through HTTP_PROXY
-		DialContext: (&net.Dialer{
-			Timeout:   cfg.DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:               nil, // peers are reached directly, never through HTTP_PROXY
+		DialContext:         dialer.DialContext,
 		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
 		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:     PeerIdleConnTimeout,
@@ -108,13 +137,14 @@ func NewPool(cfg Config) (*Pool, error) {
 		// Redirects are refused: a peer answers or fails. groupcache's
 		// client does not follow them either.
 		client: &http.Client{
-			Transport: tr,
+			Transport: cfg.TLS.transport(tr, dialer), // mutual TLS when configured
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
 		},
 		now:        time.Now,
 		selfHeader: []string{cfg.Self},
+		auth:       newPeerAuth(cfg),
 	}
 	if err := p.Set(); err != nil {
 		return nil, err
@@ -178,7 +208,13 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 			}
 		}
 	}
+	p.install(ring, members)
+	return nil
+}
 
+// install publishes a new ring with its sorted members, this node included,
+// and tells NotifyRing's callbacks when the ring changed.
+func (p *Pool) install(ring ring, members []string) {
 	p.mu.Lock()
 	old := p.state.Load()
 	st := &poolState{
@@ -208,8 +244,7 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 	case len(old.members) == 1 && len(members) > 1:
 		// This node has just joined: the keys it now owns were owned by
 		// the others, by the ring without it.
-		st.prev = ring.Clone()
-		st.prev.Remove(p.cfg.Self)
+		st.prev = ringWithout(ring, p.cfg.Self)
 	case old.ring.Version() != ring.Version():
 		st.prev = old.ring
 	default:
@@ -242,7 +277,6 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 		p.cfg.Logger.Info("transport: membership changed",
 			"members", len(members), "ring_version", st.versionHeader[0])
 	}
-	return nil
 }
 
 // checkVersion compares a peer's ring version (the X-Ringcache-Ring-Version
@@ -254,6 +288,7 @@ func (p *Pool) SetWeighted(weights map[string]int) error {
 // missing header (a groupcache peer) or one that is not a version is
 // ignored.
 func (p *Pool) checkVersion(st *poolState, peer, header string) {
+	p.noteVersion(st, peer, header)
 	if header == "" || header == st.versionHeader[0] {
 		return
 	}
@@ -351,7 +386,7 @@ func (p *Pool) DropCopies(ctx context.Context, group, key string) []string {
 	// A node that is not (yet) in this node's ring may hold a copy it
 	// fetched while the rings disagreed. Only a signed request proves who
 	// sent it, so without a secret only members are trusted as holders.
-	if len(p.cfg.Secret) > 0 {
+	if p.auth.signed() {
 		for _, u := range p.grants.holders(time.Now(), p.cfg.LeaseTTL) {
 			if _, member := st.peers[u]; !member && u != p.cfg.Self {
 				targets = append(targets, &peer{pool: p, url: u})

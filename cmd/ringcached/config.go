@@ -50,11 +50,21 @@ type Config struct {
 	Hash            string        // ring hash, by consistenthash.HashByName
 	Replicas        int           // ring points per node
 	Weight          int           // this node's points: Weight × Replicas
+	Placement       string        // "hashed" (replicas from names) or "ranges" (arcs in etcd)
+	Positions       int           // ranges: positions a joining node takes
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
 	Groups          []GroupSpec
-	Public          PublicConfig
+
+	// Peer security besides Secret (security.go).
+	SecretFile    string // if not empty, the file of secrets, one a line
+	InsecurePeers bool   // allow open peer routes on a non-loopback address
+	PeerCA        string // mutual TLS between peers: the CA file,
+	PeerCert      string // this node's certificate file
+	PeerKey       string // and its key file
+
+	Public PublicConfig // the public API's access, TLS and limits
 }
 
 // PublicConfig is the public API's access, TLS and limits.
@@ -95,6 +105,12 @@ type GroupSpec struct {
 	DemoLatency          time.Duration
 }
 
+// Ring placements.
+const (
+	placementHashed = "hashed"
+	placementRanges = "ranges"
+)
+
 // Origins a group can have.
 const (
 	originDemo = "demo"
@@ -120,6 +136,8 @@ func DefaultConfig() Config {
 		Hash:            "xxhash",
 		Replicas:        160,
 		Weight:          1,
+		Placement:       placementHashed,
+		Positions:       consistenthash.DefaultPositions,
 		ShutdownTimeout: 10 * time.Second,
 		PeerTimeout:     transport.DefaultPeerTimeout,
 		CopyLease:       transport.DefaultLeaseTTL,
@@ -142,7 +160,7 @@ type setting struct {
 	def   string // the default as README shows it
 	usage string
 	list  bool // a YAML sequence is accepted and joined with commas
-	flag  bool // a boolean: "-name" alone means true
+	flag  bool // a boolean flag: "-name" alone means true
 	set   func(c *Config, v string) error
 }
 
@@ -167,8 +185,20 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
 	{name: "hold-down", def: "2s", usage: "how long a member whose key vanished stays in the ring",
 		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
-	{name: "secret", def: `""`, usage: "cluster secret: peer requests are signed with HMAC-SHA256 and unsigned ones refused",
+	// Peer security: the cluster secret, protected mode and mutual TLS
+	// (security.go).
+	{name: "secret", def: `""`, usage: "cluster secret (at least 16 bytes): peer requests are signed with HMAC-SHA256, unsigned and replayed ones refused; prefer -secret-file",
 		set: func(c *Config, v string) error { c.Secret = v; return nil }},
+	{name: "secret-file", def: `""`, usage: "file of cluster secrets, one a line: the first signs, all are accepted; re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.SecretFile = v; return nil }},
+	{name: "insecure-peers", def: "false", flag: true, usage: "let peer routes on a non-loopback address run without a secret or mutual TLS (groupcache peers need it)",
+		set: func(c *Config, v string) error { return parseBool(&c.InsecurePeers, v) }},
+	{name: "peer-ca", def: `""`, usage: "mutual TLS between peers: the CA file peers' certificates must chain to (needs -peer-listen; peer URLs are https)",
+		set: func(c *Config, v string) error { c.PeerCA = v; return nil }},
+	{name: "peer-cert", def: `""`, usage: "mutual TLS: this node's certificate file (server and client use), re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.PeerCert = v; return nil }},
+	{name: "peer-key", def: `""`, usage: "mutual TLS: this node's private key file",
+		set: func(c *Config, v string) error { c.PeerKey = v; return nil }},
 	{name: "log-level", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{name: "log-format", def: "text", usage: "text or json",
@@ -184,6 +214,10 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
 	{name: "weight", def: "1", usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
+	{name: "placement", def: "hashed", usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
+		set: func(c *Config, v string) error { c.Placement = v; return nil }},
+	{name: "positions", def: "16", usage: "with -placement ranges: arcs a joining node takes",
+		set: func(c *Config, v string) error { return parseInt(&c.Positions, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
 	// A peer that sends nothing for this long is suspected and its keys are
@@ -584,6 +618,25 @@ func (c *Config) Validate() error {
 	if c.Weight != 1 && len(c.Etcd) == 0 {
 		return bad("weight", "needs -etcd: static members all weigh 1")
 	}
+	switch c.Placement {
+	case placementHashed:
+	case placementRanges:
+		// Positions live in etcd: without it nodes could not agree on them.
+		if len(c.Etcd) == 0 {
+			return bad("placement", "ranges needs -etcd: the positions are stored there")
+		}
+		if c.Weight != 1 {
+			return bad("weight", "%d with -placement ranges: every member takes an equal share", c.Weight)
+		}
+	default:
+		return bad("placement", "%q: want hashed or ranges", c.Placement)
+	}
+	if c.Positions < 1 || c.Positions > peers.MaxPositions {
+		return bad("positions", "%d: want 1 to %d", c.Positions, peers.MaxPositions)
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)
 	}
@@ -749,6 +802,15 @@ func parseDuration(d *time.Duration, v string) error {
 		return fmt.Errorf("%q: want a duration like 500ms, 5s or 1m", v)
 	}
 	*d = x
+	return nil
+}
+
+func parseBool(b *bool, v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	*b = x
 	return nil
 }
 

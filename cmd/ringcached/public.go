@@ -140,15 +140,6 @@ func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
 	return &l
 }
 
-func parseBool(b *bool, v string) error {
-	x, err := strconv.ParseBool(v)
-	if err != nil {
-		return fmt.Errorf("%q: want true or false", v)
-	}
-	*b = x
-	return nil
-}
-
 // parseLimit parses a positive count, or "off" (stored as -1).
 func parseLimit(n *int, v string) error {
 	if v == "off" {
@@ -208,21 +199,37 @@ func (n *node) setupPublic() error {
 	return nil
 }
 
-// startServers serves each listener with its handler, capped at the
-// connection limit, with TLS where tlsOn says so.
-func (n *node) startServers(lns []net.Listener, handlers []http.Handler, tlsOn []bool) error {
-	for i, raw := range lns {
-		ln, err := transport.NewLimitListener(raw, n.cfg.Public.MaxConns, !tlsOn[i])
+// served is one listener and what it serves.
+type served struct {
+	ln        net.Listener
+	h         http.Handler
+	plainHTTP bool // refused connections get a plain HTTP 503
+	publicTLS bool // served with the public certificate
+}
+
+// capListeners caps each listener at the connection limit.
+func (n *node) capListeners(ls []served) error {
+	for i := range ls {
+		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.MaxConns, ls[i].plainHTTP)
 		if err != nil {
 			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
 		}
 		n.limited = append(n.limited, ln)
-		srv := transport.NewServer(raw.Addr().String(), handlers[i])
+		ls[i].ln = ln
+	}
+	return nil
+}
+
+// startServers serves each listener with its handler and the public
+// timeouts, with the public certificate where publicTLS says so.
+func (n *node) startServers(ls []served) {
+	for _, l := range ls {
+		srv := transport.NewServer(l.ln.Addr().String(), l.h)
 		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
 		srv.IdleTimeout = n.cfg.Public.IdleTimeout
 		srv.ReadHeaderTimeout = n.cfg.Public.ReadHeaderTimeout
 		serve := srv.Serve
-		if tlsOn[i] {
+		if l.publicTLS {
 			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
 			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
 		}
@@ -230,12 +237,11 @@ func (n *node) startServers(lns []net.Listener, handlers []http.Handler, tlsOn [
 		n.served.Add(1)
 		go func() {
 			defer n.served.Done()
-			if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				n.errc <- fmt.Errorf("ringcached: serving %s: %w", ln.Addr(), err)
+			if err := serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
+				n.errc <- fmt.Errorf("ringcached: serving %s: %w", l.ln.Addr(), err)
 			}
 		}()
 	}
-	return nil
 }
 
 // reload reads the token files and the TLS certificate again (on SIGHUP).

@@ -19,6 +19,7 @@ import (
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
+	"github.com/ringcache/ringcache/transport/ui"
 )
 
 // node is one running daemon: a cache.Node, its Pool, its membership and its
@@ -34,6 +35,8 @@ type node struct {
 	metrics *metrics
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
+	ui      *uiState                // the operator's page: membership timeline, rate samples
+	sec     *peerSecurity           // secrets and mutual TLS of the peer routes
 
 	auth      *transport.Auth        // who may use the public API
 	cert      *transport.Certificate // the public listener's, or nil without TLS
@@ -56,6 +59,10 @@ type node struct {
 func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err error) {
 	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
 	n.metrics = newMetrics(n)
+	n.ui = newUIState(n)
+	if n.sec, err = loadPeerSecurity(cfg, log); err != nil {
+		return nil, err // before binding anything: protected mode refuses to start
+	}
 
 	// Listen before anything else: the peer URL needs the peer port, and a
 	// port in use should fail the start before we register in etcd.
@@ -96,7 +103,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	}
 	n.self = cfg.PeerURL
 	if n.self == "" {
-		n.self = derivePeerURL(host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
+		n.self = derivePeerURL(n.sec.scheme(), host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
 	}
 	n.nodeID = cfg.NodeID
 	if n.nodeID == "" {
@@ -105,13 +112,6 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	log = log.With("node", n.nodeID)
 	n.log = log
 
-	var secret []byte
-	if cfg.Secret != "" {
-		secret = []byte(cfg.Secret)
-		if len(secret) < 16 {
-			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
-		}
-	}
 	if err := n.setupPublic(); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		PeerTimeout:   cfg.PeerTimeout,
 		LeaseTTL:      cfg.CopyLease,
-		Secret:        secret,
+		Secrets:       n.sec.secrets,
+		TLS:           n.sec.tls,
 		Logger:        log,
 		OnPeerRequest: n.metrics.observePeer,
 	})
@@ -157,6 +158,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.serve(lns, adminLn); err != nil {
 		return nil, err
 	}
+	n.sec.watch(n.pool.SetSecrets)
 	lns, adminLn = nil, nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
@@ -167,12 +169,12 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 // the listener's own host when it is bound to one address, else the host
 // name (a container's name, which its peers resolve), with the port actually
 // bound.
-func derivePeerURL(hostname string, addr *net.TCPAddr) string {
+func derivePeerURL(scheme, hostname string, addr *net.TCPAddr) string {
 	host := hostname
 	if !addr.IP.IsUnspecified() {
 		host = addr.IP.String()
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // addGroup builds a group's origin and adds the group to the cache node.
@@ -232,29 +234,43 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 	if adminLn != nil {
 		admin = http.NewServeMux()
 	}
-	n.adminRoutes(admin)
-	handlers := []http.Handler{mux}
+	if err := n.adminRoutes(admin); err != nil {
+		return err
+	}
+	// Each listener is capped on its raw connections, under any TLS, so
+	// that a refusal costs no handshake.
+	ls := []served{{ln: lns[0], h: mux, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {
-		handlers = append(handlers, peerHandler)
+		ls = append(ls, served{ln: lns[1], h: n.sec.peerHandler(peerHandler), plainHTTP: n.sec.scheme() == "http"})
 	}
-	tlsOn := []bool{n.cert != nil, false}
 	if adminLn != nil {
-		lns = append(lns, adminLn)
-		handlers = append(handlers, admin)
-		tlsOn = append(tlsOn, false)
+		ls = append(ls, served{ln: adminLn, h: admin, plainHTTP: true})
 	}
-	return n.startServers(lns, handlers, tlsOn)
+	if err := n.capListeners(ls); err != nil {
+		return err
+	}
+	if len(lns) > 1 {
+		ls[1].ln = n.sec.peerListener(ls[1].ln) // mutual TLS, if configured
+	}
+	n.startServers(ls)
+	return nil
 }
 
-// adminRoutes registers what operators and their tools read: metrics and
-// the debug reports. They name members and keys, so -admin-listen moves
-// them off the public listener.
-func (n *node) adminRoutes(mux *http.ServeMux) {
+// adminRoutes registers what operators and their tools read: metrics, the
+// debug reports and the operator's page. They name members and keys, so
+// -admin-listen moves them off the public listener.
+func (n *node) adminRoutes(mux *http.ServeMux) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET /ui/", page)
+	return nil
 }
 
 // poolSetter is the Pool as peers' Setter and WeightedSetter that also, on
@@ -264,11 +280,14 @@ type poolSetter struct {
 	pool    *transport.Pool
 	changed chan<- struct{}
 	forget  func(members []string) // drops the metrics of peers not in members
+	record  func(members []string) // notes the change in the membership timeline
 }
 
 var (
 	_ peers.WeightedSetter = poolSetter{}
+	_ peers.RangesSetter   = poolSetter{}
 	_ peers.WeightedSetter = (*transport.Pool)(nil) // a library user passes the Pool itself
+	_ peers.RangesSetter   = (*transport.Pool)(nil)
 )
 
 // Set replaces the ring's members (the Pool logs the change).
@@ -279,11 +298,18 @@ func (s poolSetter) SetWeighted(weights map[string]int) error {
 	return s.applied(s.pool.SetWeighted(weights))
 }
 
+// SetRanges replaces the ring's members and their explicit positions.
+func (s poolSetter) SetRanges(positions map[string][]uint32) error {
+	return s.applied(s.pool.SetRanges(positions))
+}
+
 func (s poolSetter) applied(err error) error {
 	if err != nil {
 		return err // peers logs it; the Pool keeps its ring
 	}
-	s.forget(s.pool.Members())
+	members := s.pool.Members()
+	s.forget(members)
+	s.record(members)
 	select {
 	case s.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
@@ -294,7 +320,7 @@ func (s poolSetter) applied(err error) error {
 // setter returns the peers.Setter that feeds membership changes to the
 // Pool, to awaitMembers and to the metrics.
 func (n *node) setter() poolSetter {
-	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers}
+	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers, record: n.ui.record}
 }
 
 // join registers the node in etcd, or sets the static member list, and
@@ -317,11 +343,18 @@ func (n *node) join(ctx context.Context) error {
 	pc.Weight = n.cfg.Weight
 	pc.Logger = n.baseLog
 	pc.Setter = setter
+	if n.cfg.Placement == placementRanges {
+		positions := n.cfg.Positions
+		pc.Placer = peers.PlacerFunc(func(ring map[string][]uint32, node string) ([]uint32, error) {
+			return consistenthash.JoinPositions(positions, ring, node)
+		})
+	}
 	reg, err := peers.New(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
 	n.reg = reg
+	n.served.Go(func() { n.ui.follow(reg) }) // ends when stop closes reg
 	return nil
 }
 
@@ -402,6 +435,7 @@ func (n *node) stop(ctx context.Context) {
 		}
 		wg.Wait()
 		n.served.Wait()
+		n.sec.close()
 		n.pool.Close()
 		for _, ln := range n.limited {
 			if r := ln.Refused(); r > 0 {
@@ -455,10 +489,14 @@ type ringInfo struct {
 	Version string             `json:"version"`
 	Members []string           `json:"members"`
 	Shares  map[string]float64 `json:"shares"`
-	Owner   string             `json:"owner,omitempty"`
-	Ready   bool               `json:"ready"`
-	Static  bool               `json:"static,omitempty"`
-	Etcd    *etcdInfo          `json:"etcd,omitempty"`
+	// Placement is hashed or ranges; Arcs, with ranges, lists each member's
+	// arcs [start, end) of the 2^32 hash space.
+	Placement string                          `json:"placement"`
+	Arcs      map[string][]consistenthash.Arc `json:"arcs,omitempty"`
+	Owner     string                          `json:"owner,omitempty"`
+	Ready     bool                            `json:"ready"`
+	Static    bool                            `json:"static,omitempty"`
+	Etcd      *etcdInfo                       `json:"etcd,omitempty"`
 }
 
 // etcdInfo is the registry's view of etcd in /debug/ring.
@@ -472,12 +510,14 @@ type etcdInfo struct {
 
 func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 	info := ringInfo{
-		Self:    n.self,
-		NodeID:  n.nodeID,
-		Version: fmt.Sprintf("%x", n.pool.Version()),
-		Members: n.pool.Members(),
-		Shares:  n.pool.Shares(),
-		Ready:   n.ready(),
+		Self:      n.self,
+		NodeID:    n.nodeID,
+		Version:   fmt.Sprintf("%x", n.pool.Version()),
+		Members:   n.pool.Members(),
+		Shares:    n.pool.Shares(),
+		Ready:     n.ready(),
+		Placement: n.cfg.Placement,
+		Arcs:      n.pool.Arcs(),
 	}
 	info.Static = n.reg == nil
 	if r.URL.Query().Has("key") {

@@ -1,0 +1,224 @@
+package peers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MaxPositions is the most ring positions a member may hold. Positions are read from etcd, so
+// a bound keeps one bad value from making every node build a huge ring.
+const MaxPositions = 1024
+
+// ErrBadPositions is returned, wrapped with the reason, when a Placer returns positions that
+// cannot be stored: none, more than MaxPositions, or one that another member holds.
+var ErrBadPositions = errors.New("peers: bad ring positions")
+
+// A Placer chooses the positions of a node that joins a ring of explicit arcs
+// (consistenthash.Ranges), for clusters whose nodes share their positions through etcd rather
+// than hash them from their names.
+//
+// The Registry calls Place each time it registers, unless the positions it held before are
+// still free: ring maps every other member's ID to its positions as etcd holds them, and the
+// result is stored in this node's Member value in one transaction that fails if any member
+// key changed since ring was read. On a conflict (another node joined at the same moment) the
+// Registry reads again and calls Place again, so two nodes never take the same position, nor
+// split the same arc with the same ring in mind. Place must not keep ring.
+type Placer interface {
+	Place(ring map[string][]uint32, node string) ([]uint32, error)
+}
+
+// PlacerFunc adapts a function to a Placer, as http.HandlerFunc does for handlers.
+type PlacerFunc func(ring map[string][]uint32, node string) ([]uint32, error)
+
+// Place calls f.
+func (f PlacerFunc) Place(ring map[string][]uint32, node string) ([]uint32, error) {
+	return f(ring, node)
+}
+
+// RangesSetter is the Setter of a cluster with explicit arcs. When Config.Placer is set, the
+// Registry calls SetRanges instead of Set or SetWeighted: with every member's peer URL mapped to
+// the member's positions, in ascending order (if two members announce one URL, the positions of
+// the member whose ID sorts first), each time a URL or a position changes. A member whose
+// positions are missing (a node started without placement) maps to none and should own
+// nothing. The map is the callee's to keep. Calls follow Set's rules. The transport's Pool
+// implements it with consistenthash.RangesFrom, so that every node builds the same ring from
+// what etcd holds.
+type RangesSetter interface {
+	SetRanges(positions map[string][]uint32) error
+}
+
+// Claim retry delays: a conflict means another node committed its join a moment ago, so the
+// next attempt almost always succeeds; the jitter spreads a crowd of nodes started together.
+const (
+	claimRetry    = 5 * time.Millisecond
+	maxClaimRetry = 100 * time.Millisecond
+)
+
+// put writes this node's key under lease: a plain put, or with a Placer the join transaction
+// of claim.
+func (r *Registry) put(ctx context.Context, lease clientv3.LeaseID, value string) (created int64, err error) {
+	if r.cfg.Placer == nil {
+		resp, err := r.client.Put(ctx, r.key, value, clientv3.WithLease(lease), clientv3.WithPrevKV())
+		if err != nil {
+			return 0, err
+		}
+		return createRevision(resp.Header.Revision, resp.PrevKv), nil
+	}
+	return r.claim(ctx, lease)
+}
+
+// createRevision returns the create revision of a key just put at rev,
+// whose previous version was prev (nil: the put created it).
+func createRevision(rev int64, prev *mvccpb.KeyValue) int64 {
+	if prev != nil {
+		return prev.CreateRevision
+	}
+	return rev
+}
+
+// claim reads the members, keeps this node's previous positions if no other member holds
+// any of them (those it claimed before, so that a registration lost while etcd blinked comes
+// back to the same arcs; or, in a new process, those its key still holds, so that a node that
+// crashed and restarted within its lease does too) or asks the Placer for new ones, and puts its key with them if no member key was created,
+// changed or put again since the read. It retries on a conflict until ctx ends.
+//
+// The comparison is on the ModRevision of every key under the prefix, so it catches what
+// matters: 1: A reads at revision 10, 2: B reads at 10, 1: A commits (its key at 11), 2: B's
+// comparison fails (a key is at 11 > 10), 2: B reads again, sees A's positions and places
+// itself around them. A deletion (a member that leaves meanwhile) passes the comparison; it
+// cannot make two members share a position, only leave the joining node's cuts less even,
+// since they were chosen with the leaving member's arcs still on the ring.
+func (r *Registry) claim(ctx context.Context, lease clientv3.LeaseID) (created int64, err error) {
+	delay := claimRetry
+	for attempt := 1; ; attempt++ {
+		resp, err := r.client.Get(ctx, r.cfg.Prefix, clientv3.WithPrefix())
+		if err != nil {
+			return 0, err
+		}
+		ring := map[string][]uint32{}
+		var stored []uint32 // this node's, left by an earlier process whose lease still runs
+		for _, kv := range resp.Kvs {
+			c, ok := r.decodeChange(kv.Key, kv.Value, false)
+			switch {
+			case !ok || c.deleted || c.member.Leaving:
+			case c.id == r.cfg.NodeID:
+				stored = c.member.Positions
+			default:
+				ring[c.id] = c.member.Positions
+			}
+		}
+		r.mu.Lock()
+		pos := r.claimed
+		r.mu.Unlock()
+		if len(pos) == 0 {
+			pos = stored
+		}
+		if len(pos) == 0 || holdsAny(ring, pos) {
+			if pos, err = r.place(ring); err != nil {
+				return 0, err
+			}
+		}
+		m := r.self
+		m.Positions = pos
+		r.mu.Lock()
+		m.Leaving = r.leaving
+		r.mu.Unlock()
+		value, err := m.encode()
+		if err != nil {
+			return 0, err
+		}
+		if r.cfg.beforeCommit != nil {
+			r.cfg.beforeCommit(attempt)
+		}
+		unchanged := clientv3.Compare(clientv3.ModRevision(r.cfg.Prefix).WithPrefix(), "<", resp.Header.Revision+1)
+		tr, err := r.client.Txn(ctx).If(unchanged).Then(clientv3.OpPut(r.key, value, clientv3.WithLease(lease), clientv3.WithPrevKV())).Commit()
+		if err != nil {
+			return 0, err
+		}
+		if tr.Succeeded {
+			var prev *mvccpb.KeyValue
+			if len(tr.Responses) == 1 && tr.Responses[0].GetResponsePut() != nil {
+				prev = tr.Responses[0].GetResponsePut().PrevKv
+			}
+			r.mu.Lock()
+			r.claimed = pos
+			r.mu.Unlock()
+			r.claimConflicts.Add(int64(attempt - 1))
+			r.log.Info("peers: ring positions claimed", "positions", len(pos), "attempts", attempt, "rev", tr.Header.Revision)
+			return createRevision(tr.Header.Revision, prev), nil
+		}
+		// Jittered, so that nodes that keep colliding stop doing so.
+		t := time.NewTimer(delay/2 + rand.N(delay))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("claim ring positions after %d conflicts: %w", attempt, ctx.Err())
+		}
+		delay = min(2*delay, maxClaimRetry)
+	}
+}
+
+// place asks the Placer for this node's positions on ring and checks them.
+func (r *Registry) place(ring map[string][]uint32) ([]uint32, error) {
+	pos, err := r.cfg.Placer.Place(ring, r.cfg.NodeID)
+	if err != nil {
+		return nil, fmt.Errorf("place on the ring: %w", err)
+	}
+	pos = slices.Clone(pos)
+	slices.Sort(pos)
+	switch {
+	case len(pos) == 0:
+		return nil, fmt.Errorf("%w: none", ErrBadPositions)
+	case len(pos) > MaxPositions:
+		return nil, fmt.Errorf("%w: %d > %d", ErrBadPositions, len(pos), MaxPositions)
+	case len(slices.Compact(slices.Clone(pos))) != len(pos):
+		return nil, fmt.Errorf("%w: a position repeats", ErrBadPositions)
+	case holdsAny(ring, pos):
+		return nil, fmt.Errorf("%w: a position is held by another member", ErrBadPositions)
+	}
+	return pos, nil
+}
+
+// holdsAny reports whether a member of ring holds one of the sorted positions pos.
+func holdsAny(ring map[string][]uint32, pos []uint32) bool {
+	for _, ps := range ring {
+		for _, p := range ps {
+			if _, ok := slices.BinarySearch(pos, p); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// peerPositions maps the peer URL of each of ms to its positions: what a RangesSetter
+// receives. Of two members announcing one URL (a misconfiguration), the one whose ID sorts
+// first wins, so that the result does not depend on their order.
+func peerPositions(ms []Member) map[string][]uint32 {
+	out := make(map[string][]uint32, len(ms))
+	for _, m := range slices.SortedFunc(slices.Values(ms), func(a, b Member) int { return cmp.Compare(a.ID, b.ID) }) {
+		if _, ok := out[m.PeerURL]; !ok {
+			out[m.PeerURL] = slices.Clone(m.Positions)
+		}
+	}
+	return out
+}
+
+// samePositions reports whether two results of peerPositions are equal.
+func samePositions(a, b map[string][]uint32) bool {
+	return maps.EqualFunc(a, b, func(x, y []uint32) bool { return slices.Equal(x, y) })
+}
+
+// ClaimConflicts returns how many times a registration of this node found that another node
+// had joined between its read and its transaction, and so read and placed itself again.
+func (r *Registry) ClaimConflicts() int64 { return r.claimConflicts.Load() }

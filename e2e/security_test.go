@@ -188,7 +188,7 @@ func TestSecurity(t *testing.T) {
 
 	t.Run("debug-and-metrics", func(t *testing.T) {
 		for _, n := range nodes {
-			for _, path := range []string{"/debug/ring", "/debug/origin", "/metrics"} {
+			for _, path := range []string{"/debug/ring", "/debug/origin", "/metrics", "/ui/"} {
 				if status, _, _ := do(http.MethodGet, c.URL(n)+path, "", ""); status != http.StatusNotFound {
 					t.Errorf("public %s at %s = %d, want 404", path, n, status)
 				}
@@ -197,7 +197,7 @@ func TestSecurity(t *testing.T) {
 				}
 			}
 		}
-		row("`/debug/ring`, `/debug/origin`, `/metrics` on the public port", "404; served on the admin listener (`-admin-listen`) only")
+		row("`/debug/ring`, `/debug/origin`, `/metrics`, `/ui/` on the public port", "404; served on the admin listener (`-admin-listen`) only")
 	})
 
 	t.Run("connection-cap-and-idle-timeout", func(t *testing.T) {

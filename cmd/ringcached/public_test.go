@@ -209,7 +209,7 @@ func TestTokenFileReload(t *testing.T) {
 	}
 }
 
-// TestAdminListen moves /metrics and /debug/* to their own listener: the
+// TestAdminListen moves /metrics, /debug/* and /ui/ to their own listener: the
 // public one answers 404 for them and still serves keys and /readyz.
 func TestAdminListen(t *testing.T) {
 	t.Parallel()
@@ -218,7 +218,7 @@ func TestAdminListen(t *testing.T) {
 	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
 	n, _ := startTestNode(t, cfg)
 	public, admin := "http://"+n.addrs[0].String(), "http://"+n.adminAddr.String()
-	for _, path := range []string{"/metrics", "/debug/ring", "/debug/origin"} {
+	for _, path := range []string{"/metrics", "/debug/ring", "/debug/origin", "/ui/", "/ui/state"} {
 		if status, _ := get(t, public+path); status != http.StatusNotFound {
 			t.Errorf("public %s = %d, want 404", path, status)
 		}

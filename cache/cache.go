@@ -25,6 +25,13 @@ type Value struct {
 	// NoStore asks the group to return the value without caching it
 	// (an origin's "Cache-Control: no-store").
 	NoStore bool
+	// Checksum is Checksum(Data), set by the cache when it stores the
+	// value, so that every read of a cached value gets it without hashing
+	// Data again (the transport's ETag is built from it). It is ignored on
+	// input and recomputed, so that a Value copied from a Get and given new
+	// Data cannot carry a stale one; zero in a value that was not stored
+	// (compute it then, as for an empty Data, whose checksum is zero).
+	Checksum uint64
 }
 
 // A Getter loads a key from the origin. It returns ErrNotFound (possibly

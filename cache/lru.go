@@ -92,6 +92,8 @@ func (l *lru) get(key string) (entry, bool) {
 // larger than the whole budget is not stored, but still replaces (removes)
 // the old entry. add reports whether e was stored.
 func (l *lru) add(key string, e entry, guard *atomic.Uint64, want uint64) bool {
+	// Once per store, outside the lock, rather than once per read.
+	e.v.Checksum = Checksum(e.v.Data)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if guard != nil && guard.Load() != want {

@@ -1,10 +1,15 @@
 package transport
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +165,136 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPublicServeHit measures a hit end to end: a GET of a cached
+// 1 KiB value through the public Handler served by a real http.Server on
+// loopback, next to a bare handler writing the same bytes through the same
+// kind of server (NewServer), in the same run, so that the ratio of the two
+// is what the Handler costs a hit on top of net/http. Each client keeps one
+// connection alive, writes a request and reads the response with
+// net/http's parser, and checks the body byte for byte; conns=16 runs 16 of
+// them at once.
+func BenchmarkPublicServeHit(b *testing.B) {
+	value := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	const contentType = "text/plain; charset=utf-8"
+	node := cache.New(cache.Config{})
+	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
+			return cache.Value{Data: value, ContentType: contentType}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := g.Get(b.Context(), "key"); err != nil {
+		b.Fatal(err)
+	}
+	public, err := NewHandler(node, HandlerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Write(value)
+	})
+	for _, conns := range []int{1, 16} {
+		for _, sv := range []struct {
+			name string
+			h    http.Handler
+		}{{"bare", bare}, {"ringcache", public}} {
+			b.Run(fmt.Sprintf("server=%s/conns=%d", sv.name, conns), func(b *testing.B) {
+				addr := serve(b, sv.h)
+				get := func(c *rawClient) error { return c.get(value) }
+				b.ReportAllocs()
+				b.SetBytes(int64(len(value)))
+				if conns == 1 {
+					c := dialRaw(b, addr, PublicPrefix+testGroup+"/key")
+					for b.Loop() {
+						if err := get(c); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.RunParallel(func(pb *testing.PB) {
+					c := dialRaw(b, addr, PublicPrefix+testGroup+"/key")
+					for pb.Next() {
+						if err := get(c); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// serve serves h with NewServer on a loopback port until the benchmark ends.
+func serve(b *testing.B, h http.Handler) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer(ln.Addr().String(), h)
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// rawClient is one keep-alive HTTP/1.1 connection that sends the same GET
+// again and again: a client cheaper than http.Client, so that the server's
+// share of each exchange shows.
+type rawClient struct {
+	conn net.Conn
+	br   *bufio.Reader
+	req  []byte
+	body []byte
+}
+
+func dialRaw(b *testing.B, addr, path string) *rawClient {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Error(err)
+		return nil
+	}
+	b.Cleanup(func() { conn.Close() })
+	return &rawClient{
+		conn: conn,
+		br:   bufio.NewReader(conn),
+		req:  []byte("GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"),
+	}
+}
+
+// get sends the request and checks that the response is a 200 of want.
+func (c *rawClient) get(want []byte) error {
+	if c == nil {
+		return fmt.Errorf("no connection")
+	}
+	if _, err := c.conn.Write(c.req); err != nil {
+		return err
+	}
+	res, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.ContentLength != int64(len(want)) {
+		return fmt.Errorf("status %d, length %d", res.StatusCode, res.ContentLength)
+	}
+	if cap(c.body) < len(want) {
+		c.body = make([]byte, len(want))
+	}
+	body := c.body[:len(want)]
+	if _, err := io.ReadFull(res.Body, body); err != nil {
+		return err
+	}
+	if !bytes.Equal(body, want) {
+		return fmt.Errorf("wrong body %q", body[:min(len(body), 32)])
+	}
+	return nil
 }
 
 // discardWriter is an http.ResponseWriter that keeps only the status and the

@@ -22,30 +22,6 @@ import (
 
 var benchSizes = []int{1 << 10, 64 << 10}
 
-// benchOwner returns a two-node cluster whose second node owns key and holds
-// its value (of size bytes) in its main cache.
-func benchOwner(b *testing.B, size int) (nodes []*testNode, key string) {
-	nodes, _ = newCluster(b, 2, clusterOpts{
-		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
-			return cache.Value{Data: []byte(strings.Repeat("x", size))}, nil
-		},
-	})
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprint("bench-", i); nodes[0].pool.Owner(k) == nodes[1].url {
-			key = k
-		}
-	}
-	if _, err := nodes[1].group.Get(b.Context(), key); err != nil {
-		b.Fatal(err)
-	}
-	return nodes, key
-}
-
-// BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
-// client, the owner's peer handler serving from its main cache, and the
-// response decoded. parallel=true runs 32 callers per CPU. client=groupcache is groupcache's own HTTPPool client
-// (http.DefaultTransport, 2 idle connections per host) against the same
-// ringcache owner.
 // fetches runs fetch for the benchmark: b.N times in a row, or from 32
 // goroutines per CPU if parallel (more concurrent fetches than groupcache's
 // 2 idle connections per host). A failure in a parallel worker is reported
@@ -53,6 +29,7 @@ func benchOwner(b *testing.B, size int) (nodes []*testNode, key string) {
 func fetches(b *testing.B, size int, parallel bool, fetch func() error) {
 	b.ReportAllocs()
 	b.SetBytes(int64(size))
+	defer reportCPU(b)()
 	if parallel {
 		b.SetParallelism(32)
 		b.RunParallel(func(pb *testing.PB) {
@@ -72,35 +49,132 @@ func fetches(b *testing.B, size int, parallel bool, fetch func() error) {
 	}
 }
 
+// reportCPU starts counting the process's CPU time; the function it returns
+// reports it per op as cpu-ns/op. Client and server run in this process, so
+// that is the whole cost of an exchange, and it depends far less than ns/op
+// on what else runs on the machine.
+func reportCPU(b *testing.B) func() {
+	start, ok := cpuTime()
+	return func() {
+		if end, ok2 := cpuTime(); ok && ok2 && b.N > 0 {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+// peerOwner is a node alone in its ring, holding one value in its main
+// cache and serving its peer routes on loopback with HTTP/1.1 and, for
+// clients that open with HTTP/2's preface, unencrypted HTTP/2.
+type peerOwner struct {
+	url   string
+	key   string
+	value []byte
+}
+
+func newPeerOwner(b *testing.B, size int) *peerOwner {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := &peerOwner{url: "http://" + ln.Addr().String(), key: "bench-key",
+		value: bytes.Repeat([]byte("v"), size)}
+	pool, err := NewPool(Config{Self: o.url})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node := cache.New(cache.Config{Peers: pool})
+	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
+			return cache.Value{Data: o.value}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := g.Get(b.Context(), o.key); err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer("", pool.PeerHandler(node))
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return o
+}
+
+// peerClients are the peer clients BenchmarkPeerFetch compares: each
+// returns the transport a Pool's client uses.
+var peerClients = []struct {
+	name      string
+	transport func(Config) *http.Transport
+}{
+	{"h1", newPeerTransport},
+	{"h1-64KiB-buffers", func(cfg Config) *http.Transport {
+		tr := newPeerTransport(cfg)
+		tr.WriteBufferSize = 64 << 10
+		tr.ReadBufferSize = 64 << 10
+		return tr
+	}},
+	{"h2c", func(cfg Config) *http.Transport {
+		tr := newPeerTransport(cfg)
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		return tr
+	}},
+}
+
+// BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
+// client, the owner's peer handler serving from its main cache, and the
+// response decoded. parallel=true runs 32 callers per CPU. client=h1 is
+// the Pool as it is; the other ringcache clients are the Pool's with
+// another transport; client=groupcache is groupcache's own HTTPPool client
+// (http.DefaultTransport, 2 idle connections per host) against the same
+// owner, in the same run.
 func BenchmarkPeerFetch(b *testing.B) {
 	for _, size := range benchSizes {
 		for _, parallel := range []bool{false, true} {
-			name := fmt.Sprintf("client=ringcache/size=%dKiB/parallel=%v", size>>10, parallel)
-			b.Run(name, func(b *testing.B) {
-				nodes, key := benchOwner(b, size)
-				pe, ok := nodes[0].pool.PickPeer(key)
-				if !ok {
-					b.Fatal("no peer owns the key")
-				}
-				ctx := b.Context()
-				fetches(b, size, parallel, func() error {
-					v, err := pe.Fetch(ctx, testGroup, key)
-					if err != nil || len(v.Data) != size {
-						return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
+			for _, pc := range peerClients {
+				name := fmt.Sprintf("size=%dKiB/parallel=%v/client=%s", size>>10, parallel, pc.name)
+				b.Run(name, func(b *testing.B) {
+					o := newPeerOwner(b, size)
+					pool, err := NewPool(Config{Self: "http://requester.invalid"})
+					if err != nil {
+						b.Fatal(err)
 					}
-					return nil
+					pool.client.Transport = pc.transport(pool.Config())
+					b.Cleanup(pool.Close)
+					if err := pool.Set(o.url); err != nil {
+						b.Fatal(err)
+					}
+					key := o.key
+					for i := 0; pool.Owner(key) != o.url; i++ {
+						key = fmt.Sprint(o.key, i) // the owner's origin serves any key
+					}
+					pe, ok := pool.PickPeer(key)
+					if !ok {
+						b.Fatal("no peer owns the key")
+					}
+					ctx := b.Context()
+					fetches(b, size, parallel, func() error {
+						v, err := pe.Fetch(ctx, testGroup, key)
+						if err != nil || !bytes.Equal(v.Data, o.value) {
+							return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
+						}
+						return nil
+					})
 				})
-			})
-			name = fmt.Sprintf("client=groupcache/size=%dKiB/parallel=%v", size>>10, parallel)
+			}
+			name := fmt.Sprintf("size=%dKiB/parallel=%v/client=groupcache", size>>10, parallel)
 			b.Run(name, func(b *testing.B) {
-				nodes, key := benchOwner(b, size)
-				getter := groupcacheClient(nodes[1].url)
+				o := newPeerOwner(b, size)
+				getter := groupcacheClient(o.url)
 				b.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 				ctx := b.Context()
 				fetches(b, size, parallel, func() error {
-					req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &key}
+					req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &o.key}
 					var res groupcachepb.GetResponse
-					if err := getter.Get(ctx, req, &res); err != nil || len(res.Value) != size {
+					if err := getter.Get(ctx, req, &res); err != nil || !bytes.Equal(res.Value, o.value) {
 						return fmt.Errorf("Get: %d bytes, %v", len(res.Value), err)
 					}
 					return nil
@@ -207,6 +281,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 				get := func(c *rawClient) error { return c.get(value) }
 				b.ReportAllocs()
 				b.SetBytes(int64(len(value)))
+				defer reportCPU(b)()
 				if conns == 1 {
 					c := dialRaw(b, addr, PublicPrefix+testGroup+"/key")
 					for b.Loop() {

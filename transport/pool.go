@@ -3,7 +3,6 @@ package transport
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -63,22 +62,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One transport for every peer, so that keep-alive connections are
-	// shared and bounded per host rather than per peer object.
-	tr := &http.Transport{
-		Proxy: nil, // peers are reached directly, never through HTTP_PROXY
-		DialContext: (&net.Dialer{
-			Timeout:   cfg.DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
-		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
-		// Values are opaque bytes, often already compressed: do not ask for
-		// gzip and spend CPU on both ends.
-		DisableCompression:    true,
-		ExpectContinueTimeout: time.Second,
-	}
+	tr := newPeerTransport(cfg)
 	p := &Pool{
 		cfg: cfg,
 		// Redirects are refused: a peer answers or fails. groupcache's

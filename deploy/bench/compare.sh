@@ -10,6 +10,9 @@
 #   - gc64:  three groupcache nodes whose client keeps 64 idle connections
 #            per peer instead of 2;
 #   - ring:  three ringcached nodes with static peers (no etcd);
+#   - ring-nohot: the same with the hot cache off (hot-bytes=off), so that
+#            every request for a key another node owns costs a peer hop:
+#            the hop itself, compared with groupcache's;
 # every cache with the same origin (ringcached's demo values), value size and
 # key set. After one sequential pass over the keys that fills the caches, it
 # runs `wrk -t$THREADS -c$CONNS` into the first node of each, for each
@@ -18,12 +21,19 @@
 #              another node);
 #   - skewed:  90% of requests on 1% of the keys, the rest uniform;
 # then fetches a sample of keys from each and checks the bodies byte for
-# byte, and prints one table: req/s, p99, errors and the ratio to bare.
+# byte, and prints one table: req/s, p99, errors and the ratio to bare. Two
+# columns explain the ratios: the CPU time the system's processes spent per
+# request (wrk's own not counted), which moves far less than req/s when other
+# work shares the machine; and, for ringcache, the share of the first node's
+# gets that needed another node (the rest were served from its main or hot
+# cache).
 #
 # Environment: RUNS (1) repeats the whole set of loads; DURATION (10s) per
 # load; KEYS (10000); SIZE (1024); THREADS (2); CONNS (64); BASE_PORT (19000:
-# ports BASE_PORT to BASE_PORT+9 must be free); SAMPLE (20) keys checked per
-# system. It installs wrk from Debian's packages when it is missing (as root).
+# ports BASE_PORT to BASE_PORT+12 must be free); SAMPLE (20) keys checked per
+# system; PERF (unset) names a directory where a CPU profile of the first
+# ringcache node under each load is written (perf record, then perf report
+# as text; DURATION in seconds then). It installs wrk from Debian's packages when it is missing (as root).
 # Every process it starts is stopped on exit.
 set -euo pipefail
 
@@ -40,6 +50,7 @@ bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo_dir=$(cd "$bench_dir/../.." && pwd)
 tmp=$(mktemp -d)
 pids=()
+declare -A pid_of
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -60,7 +71,7 @@ if ! command -v wrk >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
 
-for port in $(seq "$BASE_PORT" $((BASE_PORT + 9))); do
+for port in $(seq "$BASE_PORT" $((BASE_PORT + 12))); do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 		echo "compare.sh: port $port is in use; set BASE_PORT" >&2
 		exit 1
@@ -82,6 +93,7 @@ start() {
 	shift
 	"$@" >"$tmp/$name.log" 2>&1 &
 	pids+=($!)
+	pid_of[$name]=$!
 }
 
 url() { echo "http://127.0.0.1:$1"; }
@@ -101,6 +113,7 @@ bare_port=$BASE_PORT
 gc_ports=($((BASE_PORT + 1)) $((BASE_PORT + 2)) $((BASE_PORT + 3)))
 gc64_ports=($((BASE_PORT + 4)) $((BASE_PORT + 5)) $((BASE_PORT + 6)))
 ring_ports=($((BASE_PORT + 7)) $((BASE_PORT + 8)) $((BASE_PORT + 9)))
+nohot_ports=($((BASE_PORT + 10)) $((BASE_PORT + 11)) $((BASE_PORT + 12)))
 
 start bare "$tmp/bare" -addr "127.0.0.1:$bare_port" -size "$SIZE"
 for p in "${gc_ports[@]}"; do
@@ -113,6 +126,11 @@ for p in "${ring_ports[@]}"; do
 	start "ring-$p" "$tmp/ringcached" -listen "127.0.0.1:$p" -peer-url "$(url "$p")" \
 		-peers "$(others "$p" "${ring_ports[@]}")" -node-id "bench-$p" -log-level warn \
 		-group "name=demo,origin=demo,demo-size=$SIZE"
+done
+for p in "${nohot_ports[@]}"; do
+	start "nohot-$p" "$tmp/ringcached" -listen "127.0.0.1:$p" -peer-url "$(url "$p")" \
+		-peers "$(others "$p" "${nohot_ports[@]}")" -node-id "bench-$p" -log-level warn \
+		-group "name=demo,origin=demo,demo-size=$SIZE,hot-bytes=off"
 done
 
 # wait_up URL: until URL answers 200, for at most 10 s.
@@ -129,7 +147,7 @@ wait_up() {
 }
 wait_up "$(url "$bare_port")/"
 for p in "${gc_ports[@]}" "${gc64_ports[@]}"; do wait_up "$(url "$p")/cache/demo/up"; done
-for p in "${ring_ports[@]}"; do wait_up "$(url "$p")/readyz"; done
+for p in "${ring_ports[@]}" "${nohot_ports[@]}"; do wait_up "$(url "$p")/readyz"; done
 
 # The request scripts: every request string is built once per wrk thread.
 lua_keys="
@@ -158,11 +176,11 @@ function request()
 end
 EOF
 
-declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]})
-systems=(bare gc gc64 ring)
+declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]})
+systems=(bare gc gc64 ring nohot)
 
 log "filling the caches: one pass over $KEYS keys per cache"
-for s in gc gc64 ring; do
+for s in gc gc64 ring nohot; do
 	wrk -t1 -c4 -d"$(( KEYS / 2000 + 3 ))s" -s "$tmp/warm.lua" "$(url "${first[$s]}")" >/dev/null
 done
 
@@ -189,6 +207,30 @@ check() {
 	echo "$bad"
 }
 
+# cpu_ticks SYSTEM: the CPU time (user and system, in clock ticks) used so
+# far by the system's processes.
+declare -A procs_of=([bare]=bare)
+for p in "${gc_ports[@]}"; do procs_of[gc]+=" gc-$p"; done
+for p in "${gc64_ports[@]}"; do procs_of[gc64]+=" gc64-$p"; done
+for p in "${ring_ports[@]}"; do procs_of[ring]+=" ring-$p"; done
+for p in "${nohot_ports[@]}"; do procs_of[nohot]+=" nohot-$p"; done
+cpu_ticks() {
+	local n t=0
+	for n in ${procs_of[$1]}; do
+		# Fields 14 and 15 of /proc/PID/stat, counted after the command
+		# name, which is in parentheses.
+		t=$((t + $(sed 's/.*) //' "/proc/${pid_of[$n]}/stat" | awk '{print $12 + $13}')))
+	done
+	echo "$t"
+}
+clk_tck=$(getconf CLK_TCK)
+
+# ring_metric SYSTEM NAME_AND_LABELS: the value of a series of the system's
+# first node (a ringcache one), as an integer.
+ring_metric() {
+	curl -s "$(url "${first[$1]}")/metrics" | awk -v m="$2" 'index($0, m) == 1 {v = $2} END {printf "%d", v + 0}'
+}
+
 # to_ms VALUE: wrk's latency (850.00us, 3.21ms, 1.02s) in milliseconds.
 to_ms() {
 	awk -v v="$1" 'BEGIN {
@@ -204,18 +246,45 @@ for run in $(seq "$RUNS"); do
 		for s in "${systems[@]}"; do
 			log "run $run: $w into $s for $DURATION"
 			out="$tmp/wrk-$run-$w-$s"
+			perf_pid=""
+			if [ -n "${PERF:-}" ] && { [ "$s" = ring ] || [ "$s" = nohot ]; }; then
+				mkdir -p "$PERF"
+				perf record -q -F 499 -g -p "${pid_of[$s-${first[$s]}]}" -o "$tmp/perf.data" -- sleep "${DURATION%s}" 2>/dev/null &
+				perf_pid=$!
+			fi
+			cpu0=$(cpu_ticks "$s")
+			if [ "$s" = ring ] || [ "$s" = nohot ]; then
+				gets0=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
+				peer0=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
+			fi
 			wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$tmp/$w.lua" "$(url "${first[$s]}")" >"$out"
+			cpu=$(($(cpu_ticks "$s") - cpu0))
+			remote=-
+			if [ "$s" = ring ] || [ "$s" = nohot ]; then
+				gets=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
+				peer=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
+				remote=$(awk -v g=$((gets - gets0)) -v p=$((peer - peer0)) 'BEGIN {printf "%.3f", g ? p / g : 0}')
+			fi
+			if [ -n "$perf_pid" ]; then
+				wait "$perf_pid" || true
+				perf report -i "$tmp/perf.data" --stdio --no-children --sort symbol --percent-limit 0.5 -g none \
+					>"$PERF/$s-$w-run$run.txt" 2>/dev/null || true
+				perf report -i "$tmp/perf.data" --stdio --children --sort symbol --percent-limit 2 -g none \
+					>"$PERF/$s-$w-run$run-children.txt" 2>/dev/null || true
+			fi
 			rps=$(awk '/^Requests\/sec:/ {print $2}' "$out")
+			reqs=$(awk '/requests in/ {print $1}' "$out")
+			cpu_us=$(awk -v c="$cpu" -v t="$clk_tck" -v n="$reqs" 'BEGIN {printf "%.1f", c * 1e6 / t / n}')
 			p99=$(to_ms "$(awk '$1 == "99%" {print $2}' "$out")")
 			errs=$(awk '/Non-2xx/ {n += $NF} /Socket errors/ {gsub(/,/, ""); n += $4 + $6 + $8 + $10} END {print n + 0}' "$out")
 			bad=$(check "$s")
-			echo "$run $w $s $rps $p99 $errs $bad" >>"$results"
+			echo "$run $w $s $rps $p99 $errs $bad $cpu_us $remote" >>"$results"
 		done
 	done
 done
 
 log "ringcache origin loads (one per key at most is the rule):"
-for p in "${ring_ports[@]}"; do
+for p in "${ring_ports[@]}" "${nohot_ports[@]}"; do
 	curl -s "$(url "$p")/debug/origin" | awk -v p="$p" '/"loads"/ {gsub(/,/, ""); print "  node " p ": " $2 " loads"}' >&2
 done
 
@@ -225,17 +294,19 @@ echo "wrk -t$THREADS -c$CONNS -d$DURATION, $KEYS keys of $SIZE bytes, into one o
 echo
 awk '
 	{ run = $1; w = $2; s = $3; rps[run, w, s] = $4; p99[run, w, s] = $5; errs[run, w, s] = $6; bad[run, w, s] = $7
+	  cpu[run, w, s] = $8; remote[run, w, s] = $9
 	  if (!(run in seen)) { seen[run] = 1; runs[++nr] = run } }
 	END {
 		name["bare"] = "bare net/http"; name["gc"] = "groupcache as shipped"
 		name["gc64"] = "groupcache, 64 idle conns"; name["ring"] = "ringcache"
-		printf "| run | workload | server | req/s | p99 ms | errors | wrong bodies | ratio to bare | ringcache / this |\n"
-		printf "|---|---|---|---:|---:|---:|---:|---:|---:|\n"
-		split("uniform skewed", ws, " "); split("bare gc gc64 ring", ss, " ")
-		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 4; k++) {
+		name["nohot"] = "ringcache, no hot cache"
+		printf "| run | workload | server | req/s | p99 ms | errors | wrong bodies | ratio to bare | ringcache / this | CPU µs/req | gets needing a peer |\n"
+		printf "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+		split("uniform skewed", ws, " "); split("bare gc gc64 ring nohot", ss, " ")
+		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 5; k++) {
 			r = runs[i]; w = ws[j]; s = ss[k]
 			ratio = rps[r, w, s] / rps[r, w, "bare"]
-			vs = (s == "ring") ? "" : sprintf("%.2f", rps[r, w, "ring"] / rps[r, w, s])
-			printf "| %s | %s | %s | %.0f | %.2f | %d | %d | %.2f | %s |\n", r, w, name[s], rps[r, w, s], p99[r, w, s], errs[r, w, s], bad[r, w, s], ratio, vs
+			vs = (s == "ring" || s == "nohot") ? "" : sprintf("%.2f", rps[r, w, "ring"] / rps[r, w, s])
+			printf "| %s | %s | %s | %.0f | %.2f | %d | %d | %.2f | %s | %s | %s |\n", r, w, name[s], rps[r, w, s], p99[r, w, s], errs[r, w, s], bad[r, w, s], ratio, vs, cpu[r, w, s], remote[r, w, s]
 		}
 	}' "$results"

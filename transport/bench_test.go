@@ -107,17 +107,18 @@ func newPeerOwner(b *testing.B, size int) *peerOwner {
 // returns the transport a Pool's client uses.
 var peerClients = []struct {
 	name      string
-	transport func(Config) *http.Transport
+	transport func(Config) http.RoundTripper
 }{
-	{"h1", newPeerTransport},
-	{"h1-64KiB-buffers", func(cfg Config) *http.Transport {
-		tr := newPeerTransport(cfg)
+	{"direct", newPeerTransport},
+	{"h1", func(cfg Config) http.RoundTripper { return newHTTPTransport(cfg, &net.Dialer{}) }},
+	{"h1-64KiB-buffers", func(cfg Config) http.RoundTripper {
+		tr := newHTTPTransport(cfg, &net.Dialer{})
 		tr.WriteBufferSize = 64 << 10
 		tr.ReadBufferSize = 64 << 10
 		return tr
 	}},
-	{"h2c", func(cfg Config) *http.Transport {
-		tr := newPeerTransport(cfg)
+	{"h2c", func(cfg Config) http.RoundTripper {
+		tr := newHTTPTransport(cfg, &net.Dialer{})
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 		return tr
@@ -126,11 +127,13 @@ var peerClients = []struct {
 
 // BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
 // client, the owner's peer handler serving from its main cache, and the
-// response decoded. parallel=true runs 32 callers per CPU. client=h1 is
-// the Pool as it is; the other ringcache clients are the Pool's with
-// another transport; client=groupcache is groupcache's own HTTPPool client
-// (http.DefaultTransport, 2 idle connections per host) against the same
-// owner, in the same run.
+// response decoded. parallel=true runs 32 callers per CPU. client=direct
+// is the Pool as it is (directTransport); the other ringcache clients are
+// the Pool with net/http's Transport instead: HTTP/1.1 (h1), the same with
+// 64 KiB buffers, and HTTP/2 without TLS (h2c, prior knowledge: net/http's
+// own implementation, which golang.org/x/net/http2 also is). client=groupcache
+// is groupcache's own HTTPPool client (http.DefaultTransport, 2 idle
+// connections per host) against the same owner, in the same run.
 func BenchmarkPeerFetch(b *testing.B) {
 	for _, size := range benchSizes {
 		for _, parallel := range []bool{false, true} {

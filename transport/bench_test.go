@@ -232,6 +232,7 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			w := &discardWriter{header: http.Header{}}
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
+			defer reportCPU(b)()
 			for b.Loop() {
 				clear(w.header)
 				h.ServeHTTP(w, req)

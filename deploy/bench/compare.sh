@@ -31,9 +31,9 @@
 # Environment: RUNS (1) repeats the whole set of loads; DURATION (10s) per
 # load; KEYS (10000); SIZE (1024); THREADS (2); CONNS (64); BASE_PORT (19000:
 # ports BASE_PORT to BASE_PORT+12 must be free); SAMPLE (20) keys checked per
-# system; PERF (unset) names a directory where a CPU profile of the first
-# ringcache node under each load is written (perf record, then perf report
-# as text; DURATION in seconds then). It installs wrk from Debian's packages when it is missing (as root).
+# system; PERF (unset) names a directory where a CPU profile of the process
+# each load goes into is written (perf record, then perf report as text;
+# DURATION in seconds then). It installs wrk from Debian's packages when it is missing (as root).
 # Every process it starts is stopped on exit.
 set -euo pipefail
 
@@ -176,6 +176,8 @@ function request()
 end
 EOF
 
+# first_proc SYSTEM: the name (for pid_of) of the process the load goes into.
+first_proc() { if [ "$1" = bare ]; then echo bare; else echo "$1-${first[$1]}"; fi; }
 declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]})
 systems=(bare gc gc64 ring nohot)
 
@@ -247,9 +249,9 @@ for run in $(seq "$RUNS"); do
 			log "run $run: $w into $s for $DURATION"
 			out="$tmp/wrk-$run-$w-$s"
 			perf_pid=""
-			if [ -n "${PERF:-}" ] && { [ "$s" = ring ] || [ "$s" = nohot ]; }; then
+			if [ -n "${PERF:-}" ]; then
 				mkdir -p "$PERF"
-				perf record -q -F 499 -g -p "${pid_of[$s-${first[$s]}]}" -o "$tmp/perf.data" -- sleep "${DURATION%s}" 2>/dev/null &
+				perf record -q -F 499 -g -p "${pid_of[$(first_proc "$s")]}" -o "$tmp/perf.data" -- sleep "${DURATION%s}" 2>/dev/null &
 				perf_pid=$!
 			fi
 			cpu0=$(cpu_ticks "$s")

@@ -150,16 +150,20 @@ func (t *directTransport) exchange(ctx context.Context, c *directConn, addr stri
 	if err == nil {
 		err = c.bw.Flush()
 	}
-	var res *http.Response
-	if err == nil {
-		res, err = readResponse(ctx, c.br, req)
-	}
-	if err != nil {
+	keep := err == nil
+	// A peer may answer before it has read the whole body (413 for a value
+	// over its limit) and close the connection, which fails our write: its
+	// answer is still the one to return, as net/http's Transport does.
+	res, rerr := readResponse(ctx, c.br, req)
+	if rerr != nil {
 		stop()
+		if err == nil {
+			err = rerr
+		}
 		return nil, c.nread != before, err
 	}
 	res.Body = &directBody{t: t, c: c, addr: addr, body: res.Body, stop: stop,
-		want: res.ContentLength, keep: !res.Close && !req.Close}
+		want: res.ContentLength, keep: keep && !res.Close && !req.Close}
 	return res, true, nil
 }
 

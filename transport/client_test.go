@@ -319,3 +319,24 @@ func TestDirectIdleLimits(t *testing.T) {
 		t.Fatalf("%d connections: a connection idle past the timeout was used", conns.Load())
 	}
 }
+
+// TestDirectAnswerBeforeBody: a peer that refuses a PUT before reading its
+// body, and closes the connection, is heard: its 413 is the result.
+func TestDirectAnswerBeforeBody(t *testing.T) {
+	t.Parallel()
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	})
+	tr := testDirect(t)
+	body := strings.Repeat("x", 8<<20) // more than the server drains before it closes
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, srv.URL+"/k", strings.NewReader(body))
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("PUT refused early: %v, want the 413", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d, want 413", res.StatusCode)
+	}
+}

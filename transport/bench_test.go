@@ -275,13 +275,17 @@ func BenchmarkPublicServeHit(b *testing.B) {
 		w.Header().Set("Content-Type", contentType)
 		w.Write(value)
 	})
+	// bare-untimed is the bare handler on an http.Server without
+	// NewServer's timeouts, as compare.sh's bare server and groupcache's
+	// nodes run: what the timeouts cost an exchange.
 	for _, conns := range []int{1, 16} {
 		for _, sv := range []struct {
-			name string
-			h    http.Handler
-		}{{"bare", bare}, {"ringcache", public}} {
+			name    string
+			h       http.Handler
+			untimed bool
+		}{{"bare", bare, false}, {"ringcache", public, false}, {"bare-untimed", bare, true}} {
 			b.Run(fmt.Sprintf("server=%s/conns=%d", sv.name, conns), func(b *testing.B) {
-				addr := serve(b, sv.h)
+				addr := serve(b, sv.h, sv.untimed)
 				get := func(c *rawClient) error { return c.get(value) }
 				b.ReportAllocs()
 				b.SetBytes(int64(len(value)))
@@ -310,14 +314,18 @@ func BenchmarkPublicServeHit(b *testing.B) {
 	}
 }
 
-// serve serves h with NewServer on a loopback port until the benchmark ends.
-func serve(b *testing.B, h http.Handler) string {
+// serve serves h with NewServer (or, untimed, a plain http.Server) on a
+// loopback port until the benchmark ends.
+func serve(b *testing.B, h http.Handler, untimed bool) string {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := NewServer(ln.Addr().String(), h)
+	if untimed {
+		srv = &http.Server{Handler: h}
+	}
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()

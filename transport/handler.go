@@ -76,10 +76,10 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{node: node, cfg: cfg, mux: http.NewServeMux(), now: time.Now}
-	// The mux serves what the fast path in ServeHTTP leaves to it: paths
-	// to clean (it redirects), /cache/ paths without a key. One pattern for
-	// every method, so that 405 goes through StatusOf like every other
-	// error; a second one catches /cache/ paths without a key.
+	// The mux serves what the fast path in ServeHTTP leaves to it, such as
+	// paths to clean (it redirects). One pattern for every method, so that
+	// 405 goes through StatusOf like every other error; a second one
+	// catches /cache/ paths without a key.
 	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		h.serveKey(w, r, r.PathValue("group"), r.PathValue("key"))
 	})

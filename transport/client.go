@@ -129,11 +129,16 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeRequestBody(req)
 			return nil, err
 		}
-		// The peer closed the idle connection just as we picked it.
+		// The peer closed the idle connection just as we picked it. Send a
+		// copy with a fresh body: RoundTrip must not modify req.
 		if req.GetBody != nil {
-			if req.Body, err = req.GetBody(); err != nil {
+			body, err := req.GetBody()
+			if err != nil {
 				return nil, err
 			}
+			retry := *req
+			retry.Body = body
+			req = &retry
 		}
 	}
 }

@@ -171,7 +171,9 @@ func TestDirectRetriesClosedIdleConnection(t *testing.T) {
 			accepted.Add(1)
 			req, err := http.ReadRequest(bufio.NewReader(c))
 			if err == nil {
-				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(req.Method), req.Method)
+				b, _ := io.ReadAll(req.Body)
+				echo := req.Method + string(b)
+				fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(echo), echo)
 			}
 			c.Close()
 		}
@@ -186,10 +188,24 @@ func TestDirectRetriesClosedIdleConnection(t *testing.T) {
 	if n := accepted.Load(); n < 3 {
 		t.Fatalf("%d connections for 3 requests to a peer that closes each", n)
 	}
+	// A PUT is sent again with its whole body, and the caller's request is
+	// left as it was.
+	time.Sleep(10 * time.Millisecond) // for the peer's close to arrive
+	put, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, url, strings.NewReader("data"))
+	body := put.Body
+	res, err := tr.RoundTrip(put)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "PUTdata" || put.Body != body {
+		t.Fatalf("PUT on a dead connection: %q (request body replaced: %v)", b, put.Body != body)
+	}
 	// Leave an idle connection the peer has closed, then POST on it.
 	time.Sleep(10 * time.Millisecond) // for the peer's close to arrive
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader("x"))
-	res, err := tr.RoundTrip(req)
+	res, err = tr.RoundTrip(req)
 	if err == nil {
 		res.Body.Close()
 		t.Fatal("a POST on a dead connection was sent again")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,7 +217,18 @@ func (n *node) serve(lns []net.Listener) error {
 		return err
 	}
 	mux.Handle("GET /ui/", page)
-	handlers := []http.Handler{mux}
+	// The public API is most of the traffic: it goes straight to its
+	// handler, which routes it, rather than through a second mux that
+	// matches and cleans the path again. The mux keeps the /cache/ pattern
+	// for the one path it redirects (/cache to /cache/).
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, transport.PublicPrefix) {
+			public.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	handlers := []http.Handler{root}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {

@@ -127,6 +127,8 @@ func (g guard) holds() bool {
 // the whole budget is not stored, but still replaces (removes) the old
 // entry. add reports whether e was stored.
 func (l *lru) add(key string, e entry, g guard) bool {
+	// Once per store, outside the lock, rather than once per read.
+	e.v.Checksum = Checksum(e.v.Data)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !g.holds() {

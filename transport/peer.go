@@ -229,7 +229,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	res, err := p.client.Do(req)
 	if err != nil {
 		if context.Cause(ctx) == errSilent {
-			err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+			// Not the context error the client reports: the caller did not
+			// give up, the peer said nothing.
+			err = fmt.Errorf("%w: %v", ErrPeerSilent, err)
 			pe.trip(err)
 		} else if isDialError(err) {
 			pe.trip(err)
@@ -254,7 +256,7 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	if r.read != nil {
 		if err := r.read(res); err != nil {
 			if context.Cause(ctx) == errSilent {
-				err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+				err = fmt.Errorf("%w: %v", ErrPeerSilent, err)
 				pe.trip(err)
 			}
 			return err

@@ -115,18 +115,12 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	// One transport for every peer, so that keep-alive connections are
-	// shared and bounded per host rather than per peer object.
-	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:               nil, // peers are reached directly, never through HTTP_PROXY
-		DialContext:         dialer.DialContext,
-		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
-		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:     PeerIdleConnTimeout,
-		// Values are opaque bytes, often already compressed: do not ask for
-		// gzip and spend CPU on both ends.
-		DisableCompression:    true,
-		ExpectContinueTimeout: time.Second,
+	// shared and bounded per host rather than per peer object; with mutual
+	// TLS, net/http's over TLS connections.
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: peerKeepAlive}
+	var tr http.RoundTripper = newPeerTransport(cfg, dialer)
+	if cfg.TLS != nil {
+		tr = cfg.TLS.transport(newHTTPTransport(cfg, dialer), dialer)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	p := &Pool{
@@ -137,7 +131,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		// Redirects are refused: a peer answers or fails. groupcache's
 		// client does not follow them either.
 		client: &http.Client{
-			Transport: cfg.TLS.transport(tr, dialer), // mutual TLS when configured
+			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -237,9 +238,20 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 	if err := n.adminRoutes(admin); err != nil {
 		return err
 	}
+	// The public API is most of the traffic: it goes straight to its
+	// handler, which routes it, rather than through a second mux that
+	// matches and cleans the path again. The mux keeps the /cache/ pattern
+	// for the one path it redirects (/cache to /cache/).
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, transport.PublicPrefix) {
+			public.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 	// Each listener is capped on its raw connections, under any TLS, so
 	// that a refusal costs no handshake.
-	ls := []served{{ln: lns[0], h: mux, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
+	ls := []served{{ln: lns[0], h: root, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {

@@ -50,6 +50,7 @@ type Config struct {
 	Replicas        int           // ring points per node
 	Weight          int           // this node's points: Weight × Replicas
 	ShutdownTimeout time.Duration // bound on a graceful stop
+	MemoryLimit     int64         // soft memory limit: 0 derives it from the budgets, negative is none
 	Groups          []GroupSpec
 }
 
@@ -151,6 +152,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
+	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 320MiB",
+		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group

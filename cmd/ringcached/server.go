@@ -204,6 +204,7 @@ func (n *node) serve(lns []net.Listener) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	mux.HandleFunc("GET /debug/memory", n.serveMemory)
 	handlers := []http.Handler{mux}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)

@@ -152,7 +152,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
-	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 320MiB",
+	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",
 		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
 }
 

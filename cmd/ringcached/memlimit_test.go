@@ -259,7 +259,7 @@ func TestMemoryLimitApplied(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != 3<<30 {
 		t.Fatalf("memory limit in force %d, want 3GiB", got)
 	}
-	if !regexp.MustCompile(`msg="memory limit" limit=3072MiB source=flag budgets=16MiB need=`).MatchString(out.String()) {
+	if !regexp.MustCompile(`msg="memory limit" limit=3072MiB source=flag budgets=16MiB need=\S+ min_container=\S+`).MatchString(out.String()) {
 		t.Fatalf("no memory limit line in the log:\n%s", out.String())
 	}
 	for i := range 10 {
@@ -296,7 +296,7 @@ func TestMemoryLimitSetting(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"auto", 0, true}, {"off", -1, true}, {"320MiB", 320 * mib, true}, {"1GiB", 1 << 30, true},
+		{"auto", 0, true}, {"off", -1, true}, {"360MiB", 360 * mib, true}, {"1GiB", 1 << 30, true},
 		{"0", 0, false}, {"-5MiB", 0, false}, {"lots", 0, false}, {"", 0, false},
 	} {
 		cfg, err := loadConfig([]string{"-group", "name=a,origin=demo", "-memory-limit", tc.in}, env(nil), nil)

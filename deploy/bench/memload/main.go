@@ -48,6 +48,7 @@ func main() {
 
 type config struct {
 	bin     string
+	url     string
 	sizes   []int
 	modes   []string
 	budget  int64
@@ -60,7 +61,8 @@ type config struct {
 func run() error {
 	var c config
 	var sizes, modes, budget string
-	flag.StringVar(&c.bin, "bin", "", "the ringcached binary (required)")
+	flag.StringVar(&c.bin, "bin", "", "the ringcached binary (required unless -url)")
+	flag.StringVar(&c.url, "url", "", "load a running node instead (one size; -budget as configured; the modes are labels); its CPU time is not measured")
 	flag.StringVar(&sizes, "sizes", "100,1024,65536", "value sizes in bytes, comma-separated")
 	flag.StringVar(&modes, "modes", "auto,off", "the daemon's -memory-limit values to compare, comma-separated")
 	flag.StringVar(&budget, "budget", "256MiB", "the group's budget (bytes=), in MiB")
@@ -69,8 +71,8 @@ func run() error {
 	flag.DurationVar(&c.measure, "measure", 20*time.Second, "how long random keys are read after the fill")
 	flag.Float64Var(&c.keysX, "keys", 1.375, "distinct keys as a multiple of what the budget holds")
 	flag.Parse()
-	if c.bin == "" {
-		return errors.New("-bin is required")
+	if c.bin == "" && c.url == "" {
+		return errors.New("-bin or -url is required")
 	}
 	mib, err := strconv.ParseInt(strings.TrimSuffix(budget, "MiB"), 10, 64)
 	if err != nil || mib <= 0 {
@@ -106,7 +108,7 @@ func run() error {
 				verdict := "ok"
 				if r.peakRSS > bound {
 					verdict = "over"
-					if mode != "off" {
+					if mode == "auto" {
 						failed = true
 					}
 				}
@@ -134,7 +136,7 @@ func run() error {
 		}
 	}
 	if failed {
-		return errors.New("peak RSS above 1.2x the budget + 64 MiB with a memory limit")
+		return errors.New("peak RSS above 1.2x the budget + 64 MiB with the derived memory limit")
 	}
 	return nil
 }
@@ -156,7 +158,7 @@ type memoryInfo struct {
 	Limit     int64   `json:"memory_limit"`
 	Accounted int64   `json:"accounted"`
 	HeapLive  uint64  `json:"heap_live"`
-	RSSPeak   int64   `json:"rss_peak"`
+	RSSPeak   int64   `json:"rss_peak"` // as the node itself sees it
 	GCCycles  uint64  `json:"gc_cycles"`
 	GCCPU     float64 `json:"gc_cpu_fraction"`
 	Scavenge  float64 `json:"scavenge_cpu_fraction"`
@@ -170,33 +172,15 @@ var readyLine = regexp.MustCompile(`msg="node ready".* addr=(\S+)`)
 
 func measure(c config, size int, mode string) (result, error) {
 	keys := int(c.keysX * float64(c.budget) / float64(entryBytes(size)))
-	maxValue := max(size, 1<<20)
-	cmd := exec.Command(c.bin, "serve", "-listen", "127.0.0.1:0", "-memory-limit", mode,
-		"-group", fmt.Sprintf("name=%s,origin=demo,bytes=%d,demo-size=%d,max-value-bytes=%d", group, c.budget, size, maxValue))
-	// The node must derive its own limit: nothing from this environment
-	// that would steer the runtime or the daemon.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "RINGCACHE_") {
-			cmd.Env = append(cmd.Env, kv)
+	base, pid := c.url, 0
+	if base == "" {
+		d, err := startDaemon(c, size, mode)
+		if err != nil {
+			return result{}, err
 		}
+		defer d.stop()
+		base, pid = d.base, d.cmd.Process.Pid
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return result{}, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return result{}, err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	addr, logs, err := awaitReady(out)
-	if err != nil {
-		return result{}, err
-	}
-	base := "http://" + addr
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, DisableCompression: true}, Timeout: 30 * time.Second}
 	defer client.CloseIdleConnections()
 
@@ -212,8 +196,8 @@ func measure(c config, size int, mode string) (result, error) {
 	}
 	r.fillRate = float64(n) / time.Since(start).Seconds()
 
-	cpu0, err := procCPU(cmd.Process.Pid)
-	if err != nil {
+	cpu0, err := procCPU(pid)
+	if err != nil && pid != 0 {
 		return r, err
 	}
 	deadline := time.Now().Add(c.measure)
@@ -225,8 +209,8 @@ func measure(c config, size int, mode string) (result, error) {
 		return r, fmt.Errorf("random reads: %w", err)
 	}
 	r.readRate = float64(n) / time.Since(start).Seconds()
-	cpu1, err := procCPU(cmd.Process.Pid)
-	if err != nil {
+	cpu1, err := procCPU(pid)
+	if err != nil && pid != 0 {
 		return r, err
 	}
 	r.cpuPerReq = (cpu1 - cpu0).Seconds() / float64(n)
@@ -239,19 +223,63 @@ func measure(c config, size int, mode string) (result, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&r.mem); err != nil {
 		return r, fmt.Errorf("/debug/memory: %w", err)
 	}
-	// The kernel's figure, read from outside the process.
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
-	if err != nil {
-		return r, err
+	r.peakRSS = r.mem.RSSPeak
+	if pid != 0 {
+		// The kernel's figure, read from outside the process.
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return r, err
+		}
+		r.peakRSS = procKiB(status, "VmHWM:")
 	}
-	r.peakRSS = procKiB(status, "VmHWM:")
-	_ = logs
 	return r, nil
 }
 
+// daemon is a ringcached started by startDaemon.
+type daemon struct {
+	cmd  *exec.Cmd
+	base string
+}
+
+// startDaemon starts one node with a demo group of the budget and size and
+// waits until it is ready.
+func startDaemon(c config, size int, mode string) (*daemon, error) {
+	maxValue := max(size, 1<<20)
+	cmd := exec.Command(c.bin, "serve", "-listen", "127.0.0.1:0", "-memory-limit", mode,
+		"-group", fmt.Sprintf("name=%s,origin=demo,bytes=%d,demo-size=%d,max-value-bytes=%d", group, c.budget, size, maxValue))
+	// The node must derive its own limit: nothing from this environment
+	// that would steer the runtime or the daemon.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "RINGCACHE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd}
+	addr, err := awaitReady(out)
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	d.base = "http://" + addr
+	return d, nil
+}
+
+func (d *daemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+}
+
 // awaitReady reads the daemon's log until it is ready and returns its
-// address; the rest of the log is copied to stderr if it has warnings.
-func awaitReady(out io.Reader) (string, *bytes.Buffer, error) {
+// address; later warnings and errors are copied to stderr.
+func awaitReady(out io.Reader) (string, error) {
 	var logs bytes.Buffer
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -265,10 +293,10 @@ func awaitReady(out io.Reader) (string, *bytes.Buffer, error) {
 					}
 				}
 			}()
-			return m[1], &logs, nil
+			return m[1], nil
 		}
 	}
-	return "", &logs, fmt.Errorf("the daemon exited before it was ready:\n%s", logs.String())
+	return "", fmt.Errorf("the daemon exited before it was ready:\n%s", logs.String())
 }
 
 // load runs conns workers that GET the keys next returns until it says

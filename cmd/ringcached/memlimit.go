@@ -34,9 +34,9 @@ import (
 const (
 	// memBase is what a node needs beyond its caches: the runtime and its
 	// metadata, goroutine stacks, HTTP connections and request buffers,
-	// the etcd client, per-group sketches and the demo origin's load
-	// counts. An idle node holds about 10 MiB of it; under load, with
-	// values of up to 64 KiB in flight on 64 connections, about 30 MiB.
+	// the etcd client, per-group sketches. In deploy/bench/memory.sh runs
+	// the live heap beyond the caches' accounted bytes was 9 to 30 MiB (the
+	// demo origin's per-key load counts included); the rest is headroom.
 	memBase = 48 << 20
 	// memHeadroomDiv: the limit is budgets/memHeadroomDiv above the budgets,
 	// so the heap can hold garbage between collections. Less headroom means
@@ -46,11 +46,12 @@ const (
 	// 1.2 x budgets + 64 MiB: the collector's CPU is capped, so a starved
 	// node overshoots.
 	memHeadroomDiv = 8
-	// memReserve is the memory the process uses outside what the Go runtime
-	// counts against its limit (the binary's text pages, C-free but
-	// kernel-side buffers): the derived limit must stay this far below a
-	// cgroup's hard limit.
-	memReserve = 16 << 20
+	// memReserve is what the process holds beyond what the Go runtime counts
+	// against its limit (the binary's resident text and data), plus the
+	// overshoot of a collector that cannot keep up: peak RSS was up to 24
+	// MiB above the limit on a loaded machine. The derived limit must stay
+	// this far below a cgroup's hard limit.
+	memReserve = 32 << 20
 )
 
 // Where the memory limit in force came from.

@@ -407,7 +407,10 @@ func (p *memPressure) observe(prev, cur memStats) (msg string, begins bool) {
 	switch {
 	case (limited || full) && !p.pressed:
 		p.pressed = true
-		return "memory limit cannot hold: the live heap is at the limit and the collector runs all the time; lower the budgets or raise the limit", true
+		if full {
+			return "memory limit cannot hold: the live heap is at 95% of the limit and the collector runs all the time; lower the budgets or raise the limit", true
+		}
+		return "memory limit cannot hold: collecting under the limit took more than half the CPU, so the heap may pass it; raise the limit (small values need more headroom) or lower the budgets", true
 	case !limited && !full && p.pressed:
 		p.pressed = false
 		return "memory limit holds again", false

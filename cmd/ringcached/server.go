@@ -212,6 +212,7 @@ func (n *node) serve(lns []net.Listener) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	mux.HandleFunc("GET /debug/memory", n.serveMemory)
 	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
 	if err != nil {
 		return err

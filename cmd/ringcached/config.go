@@ -55,6 +55,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
+	MemoryLimit     int64         // soft memory limit: 0 derives it from the budgets, negative is none
 	Groups          []GroupSpec
 
 	// Peer security besides Secret (security.go).
@@ -229,6 +230,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
 	{name: "copy-lease", def: "1s", usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
 		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
+	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",
+		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
 
 	// The public API: who may write and read, TLS, and the bounds that keep
 	// one client or a flood of connections from taking the node down.

@@ -218,7 +218,7 @@ func TestAdminListen(t *testing.T) {
 	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
 	n, _ := startTestNode(t, cfg)
 	public, admin := "http://"+n.addrs[0].String(), "http://"+n.adminAddr.String()
-	for _, path := range []string{"/metrics", "/debug/ring", "/debug/origin", "/ui/", "/ui/state"} {
+	for _, path := range []string{"/metrics", "/debug/ring", "/debug/origin", "/debug/memory", "/ui/", "/ui/state"} {
 		if status, _ := get(t, public+path); status != http.StatusNotFound {
 			t.Errorf("public %s = %d, want 404", path, status)
 		}

@@ -271,12 +271,13 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 }
 
 // adminRoutes registers what operators and their tools read: metrics, the
-// debug reports and the operator's page. They name members and keys, so
+// debug reports (ring, origin, memory) and the operator's page. They name members and keys, so
 // -admin-listen moves them off the public listener.
 func (n *node) adminRoutes(mux *http.ServeMux) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	mux.HandleFunc("GET /debug/memory", n.serveMemory)
 	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
 	if err != nil {
 		return err

@@ -34,6 +34,14 @@ type peer struct {
 	probing atomic.Bool // a lease ping is in flight
 
 	contact contact
+	// membership is what the peer last said about this node: whether its
+	// ring counts this node in, as of when the request was sent.
+	membership atomic.Pointer[membership]
+}
+
+type membership struct {
+	at     time.Time
+	member bool
 }
 
 var (
@@ -246,6 +254,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	} else if g := res.Header.Get(hdrLease); g != "" && validGrant(g) {
 		pe.contact.legacy.Store(false)
 		pe.contact.renew(sent, g, p.cfg.LeaseTTL)
+	}
+	if m := res.Header.Get(hdrMember); m != "" {
+		pe.membership.Store(&membership{at: sent, member: m == "1"})
 	}
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
 	if err := statusError(res); err != nil {

@@ -354,6 +354,43 @@ func (p *Pool) NotifyRing(f func()) {
 	p.mu.Unlock()
 }
 
+// MemberConfirmed reports whether the other members count this node in
+// their rings, as far as they said lately (within twice LeaseTTL): no peer
+// said otherwise, and at least one said so; a node without peers is its own
+// cluster. A node whose etcd registration may have lapsed (an etcd outage,
+// or a pause or cut of its own) asks with it whether it still owns its
+// keys: during an etcd outage nobody can drop a node and its peers confirm
+// it, while a node the others dropped hears so. When the newest word is
+// older than half the window, it pings every peer in the background, so
+// that a node that keeps asking keeps an answer.
+func (p *Pool) MemberConfirmed() bool {
+	st := p.state.Load()
+	if len(st.peers) == 0 {
+		return true
+	}
+	window := 2 * p.cfg.LeaseTTL
+	now := time.Now()
+	var newest time.Time
+	denied := false
+	for _, pe := range st.peers {
+		m := pe.membership.Load()
+		if m == nil || now.Sub(m.at) >= window {
+			continue
+		}
+		if !m.member {
+			denied = true
+		} else if m.at.After(newest) {
+			newest = m.at
+		}
+	}
+	if now.Sub(newest) > window/2 {
+		for _, pe := range st.peers {
+			pe.probe()
+		}
+	}
+	return !denied && now.Sub(newest) < window
+}
+
 // Suspected returns the base URLs of the members whose circuit breaker is
 // open (they could not be dialled or fell silent, and have not answered a
 // probe since), sorted.

@@ -570,14 +570,22 @@ func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
 
-// tenure is the cache's Config.Tenure: with etcd, the registry's lease
-// (peers.Registry.Tenure); with static membership, always held. The
-// registry is set by join, before the node serves.
+// tenure is the cache's Config.Tenure: with etcd, the registry's term, held
+// while its lease surely holds (peers.Registry.Tenure) or, past that, while
+// the other members still count this node in; with static membership,
+// always held. The registry is set by join, before the node serves.
 func (n *node) tenure() (uint64, bool) {
 	if n.reg == nil {
 		return 0, true
 	}
-	return n.reg.Tenure()
+	term, held := n.reg.Tenure()
+	if held || term == 0 {
+		return term, held
+	}
+	// The lease may have run out: etcd is out of reach (an outage, when
+	// nobody can change the ring), or this node was paused or cut off and
+	// the others may have dropped it. They say which.
+	return term, n.pool.MemberConfirmed()
 }
 
 // ready: started, not stopping, and (with etcd) registered with a member

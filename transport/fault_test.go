@@ -427,7 +427,7 @@ func TestMemberConfirmed(t *testing.T) {
 	if a.pool.MemberConfirmed() {
 		t.Fatal("confirmed before any peer said so")
 	}
-	waitFor(true) // the first call pinged b
+	waitFor(true)                        // the first call pinged b
 	if err := b.pool.Set(); err != nil { // b drops a
 		t.Fatal(err)
 	}

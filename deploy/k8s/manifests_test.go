@@ -442,11 +442,6 @@ func TestRingcachedSettings(t *testing.T) {
 		switch {
 		case strings.HasPrefix(e.Name, "RINGCACHE_"):
 			if !known[e.Name] {
-				if e.Name == "RINGCACHE_SECRET_FILE" {
-					// The daemon learns -secret-file in a change that is
-					// not merged here yet; the subtest below says so.
-					continue
-				}
 				t.Errorf("%s is not a setting of ringcached (see ringcached -help)", e.Name)
 			}
 		case podVars[e.Name]:
@@ -567,6 +562,10 @@ func TestRunsAsConfigured(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("a-test-secret-of-32-bytes-or-so!\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	writeToken := filepath.Join(t.TempDir(), "write-token")
+	if err := os.WriteFile(writeToken, []byte("a-test-write-token-of-32-bytes!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for _, e := range c.Env {
 		v := varRef.ReplaceAllStringFunc(e.Value, func(ref string) string { return vars[varRef.FindStringSubmatch(ref)[1]] })
@@ -581,6 +580,8 @@ func TestRunsAsConfigured(t *testing.T) {
 			v = etcdURL
 		case "RINGCACHE_SECRET_FILE":
 			v = secret
+		case "RINGCACHE_WRITE_TOKEN_FILE":
+			v = writeToken
 		}
 		env = append(env, e.Name+"="+v)
 	}

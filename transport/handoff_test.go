@@ -187,3 +187,43 @@ func FuzzReadRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestJoinIsWarmBeforeItIsAsked: with OfferOnChange, the previous owners
+// push the keys that move to a node that joins, without waiting for a read:
+// the joiner holds them, and reading them costs the origin nothing.
+func TestJoinIsWarmBeforeItIsAsked(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 4, clusterOpts{})
+	for _, n := range nodes {
+		n.pool.OfferOnChange(n.node)
+	}
+	c := testClient(t)
+	three, joiner := nodes[:3], nodes[3]
+	setRing(t, three, three)
+	setRing(t, []*testNode{joiner}, []*testNode{joiner})
+	var keys []string
+	for i := range 600 {
+		keys = append(keys, fmt.Sprintf("key-%d", i))
+	}
+	warm(t, c, three, keys)
+	before := loads.count()
+	setRing(t, nodes, nodes)
+	moved := 0
+	for _, k := range keys {
+		if joiner.pool.Owner(k) == joiner.url {
+			moved++
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for joiner.group.Stats().MainItems < int64(moved) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the joiner holds %d of the %d keys that moved to it, 10s after the join", joiner.group.Stats().MainItems, moved)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	warm(t, c, nodes, keys)
+	if extra := loads.count() - before; extra != 0 {
+		t.Fatalf("%d origin loads after the join, want 0", extra)
+	}
+	t.Logf("%d keys moved to the joiner, all pushed to it before any read", moved)
+}

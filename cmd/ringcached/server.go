@@ -133,6 +133,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
 	}
 	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log, Tenure: n.tenure})
+	n.pool.OfferOnChange(n.cache) // values follow their keys after a ring change
 	for _, g := range cfg.Groups {
 		if err := n.addGroup(g); err != nil {
 			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)

@@ -71,8 +71,10 @@ type result struct {
 // runs from the first scenario to the last, and the ledger of origin loads.
 type suite struct {
 	c         Cluster
-	placement string        // hashed or ranges
-	up        time.Duration // how long up.sh took
+	placement string            // hashed or ranges
+	project   string            // the Compose project, which names files the suite leaves in TMPDIR
+	names     map[string]string // peer URL -> node name, of every node that ever ran
+	up        time.Duration     // how long up.sh took
 	api       *API
 	load      *Load
 	ledger    *Ledger
@@ -189,7 +191,7 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 		}
 	})
 
-	s := &suite{c: c, placement: placement, up: up, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{},
+	s := &suite{c: c, placement: placement, up: up, project: c.Project(), names: map[string]string{}, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{},
 		hist: NewHistory(), checker: NewChecker(demoOrigin)}
 	for i := range numWriteKeys {
 		s.writeKeys = append(s.writeKeys, fmt.Sprintf("%sload-%02d", writtenPrefix, i))
@@ -202,6 +204,7 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 			t.Fatal(err)
 		}
 		s.self[n] = r.Self
+		s.names[r.Self] = n
 	}
 	t.Logf("cluster %s (placement %s) up in %s: %v", c.Project(), placement, up.Round(time.Millisecond), s.self)
 
@@ -725,11 +728,12 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 	w := s.watchLoads(ctx, three...)
 	faultAt := time.Now()
 	defer s.moved(faultAt)
+	w.mark(t, "ending %s", victim)
 	drop := s.faultDrop(t, victim, fault, exitedAt)
 	if drop > bound {
 		t.Errorf("survivors dropped %s after %s; want within %s", victim, drop.Round(time.Millisecond), bound)
 	}
-	t.Logf("+%s: survivors dropped %s", w.since(), victim)
+	w.mark(t, "survivors dropped %s", victim)
 	hold(t, 2*time.Second)
 	gone, err := s.owners(ctx, survivors[0])
 	if err != nil {
@@ -742,18 +746,20 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 		}
 	}
 	goneSweep := s.sweep(ctx, s.toOwners(t, survivors))
-	t.Logf("+%s: every key read through its owner among %v", w.since(), survivors)
+	w.mark(t, "every key read through its owner among %v", survivors)
 	victimKeys := s.survivorsKeptKeys(t, owners, victim)
 	away := s.loads(t, survivors...)
 	goneEvents := w.Stop()
 	if maxLoads >= 0 && float64(away.Total()) > maxLoads*float64(len(moved)) {
 		t.Errorf("%d origin loads for %d keys that moved when %s left: %.3f per moved key; want at most %.2f",
 			away.Total(), len(moved), victim, float64(away.Total())/float64(len(moved)), maxLoads)
-		s.describeLoads(t, goneEvents, owners, gone, 40)
+		s.describeLoads(t, w, goneEvents, owners, gone)
 	}
 
 	w = s.watchLoads(ctx, three...)
+	w.mark(t, "starting %s again", victim)
 	back, sweep := s.rejoin(t, victim)
+	w.mark(t, "%s rejoined, every key read through its owner", victim)
 	backEvents := w.Stop()
 	all := s.loads(t, three...)
 	rejoined := all.Minus(away)
@@ -765,7 +771,7 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 	if maxLoads >= 0 && float64(rejoined.Total()) > maxLoads*float64(len(movedBack)) {
 		// Not a target of its own: logged so that a restart's cost can be told from the stop's.
 		t.Logf("%d origin loads for %d keys that moved back when %s rejoined", rejoined.Total(), len(movedBack), victim)
-		s.describeLoads(t, backEvents, gone, again, 20)
+		s.describeLoads(t, w, backEvents, gone, again)
 	}
 	st := s.window(goneSweep.plus(sweep))
 	noErrors(t, st)
@@ -961,6 +967,7 @@ func (s *suite) scale(t *testing.T) result {
 	w := s.watchLoads(ctx, three...)
 	t0 := time.Now()
 	defer s.moved(t0)
+	w.mark(t, "adding a node")
 	added, err := s.c.ScaleUp(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -972,11 +979,12 @@ func (s *suite) scale(t *testing.T) result {
 		t.Fatal(err)
 	}
 	s.self[added] = r.Self
+	s.names[r.Self] = added
 	joined, err := s.waitRings(ctx, t0, four, s.selves(four), settle)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("+%s: the four rings agree", w.since())
+	w.mark(t, "the four rings agree")
 	s.load.SetTargets(s.targets(four))
 	after, err := s.owners(ctx, "node2")
 	if err != nil {
@@ -993,7 +1001,7 @@ func (s *suite) scale(t *testing.T) result {
 		t.Errorf("%.3f of the keys changed owner; want about 1/4", frac)
 	}
 	upSweep := s.sweep(ctx, s.toOwners(t, four))
-	t.Logf("+%s: every key read through its owner", w.since())
+	w.mark(t, "every key read through its owner")
 	loads := s.loads(t, four...)
 	upEvents := w.Stop()
 	// A moved key is taken over from its previous owner; an origin load of
@@ -1020,7 +1028,7 @@ func (s *suite) scale(t *testing.T) result {
 	if float64(loads.Total()) > maxJoinLoads*float64(len(moved)) {
 		t.Errorf("%d origin loads for %d keys that moved to %s: %.3f per moved key; want at most %.2f",
 			loads.Total(), len(moved), added, float64(loads.Total())/float64(len(moved)), maxJoinLoads)
-		s.describeLoads(t, upEvents, before, after, 40)
+		s.describeLoads(t, w, upEvents, before, after)
 	}
 	taken, _ := s.handoffs(ctx, added)
 	upStats := s.window(upSweep)
@@ -1036,6 +1044,7 @@ func (s *suite) scale(t *testing.T) result {
 	// covers the moment it refuses.
 	s.reset(t, four...)
 	w = s.watchLoads(ctx, four...)
+	w.mark(t, "removing %s", added)
 	t1 := time.Now()
 	errc := make(chan error, 1)
 	go func() {
@@ -1048,7 +1057,7 @@ func (s *suite) scale(t *testing.T) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("+%s: %s is gone and the three rings agree", w.since(), added)
+	w.mark(t, "%s is gone and the three rings agree", added)
 	s.load.SetTargets(s.targets(three))
 	delete(s.self, added)
 	back, err := s.owners(ctx, "node3")
@@ -1066,7 +1075,7 @@ func (s *suite) scale(t *testing.T) result {
 	if float64(downLoads.Total()) > maxLeaveLoads*float64(len(movedBack)) {
 		t.Errorf("%d origin loads for %d keys that moved back when %s left: %.3f per moved key; want at most %.2f",
 			downLoads.Total(), len(movedBack), added, float64(downLoads.Total())/float64(len(movedBack)), maxLeaveLoads)
-		s.describeLoads(t, downEvents, after, back, 40)
+		s.describeLoads(t, w, downEvents, after, back)
 	}
 	return result{name: "scale 4->3", stats: st, extra: downLoads.Total(), converge: left,
 		handoff: perKey(downLoads.Total(), len(movedBack)),
@@ -1093,11 +1102,11 @@ func (s *suite) rollingRestart(t *testing.T) result {
 	prev := Tally{}
 	for _, n := range three {
 		t0 := time.Now()
-		t.Logf("+%s: stopping %s", w.since(), n)
+		w.mark(t, "stopping %s", n)
 		if err := s.end(ctx, n, s.c.Stop); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("+%s: %s stopped; starting it", w.since(), n)
+		w.mark(t, "%s stopped; starting it", n)
 		if err := s.c.Start(ctx, n); err != nil {
 			t.Fatal(err)
 		}
@@ -1111,7 +1120,7 @@ func (s *suite) rollingRestart(t *testing.T) result {
 		cur := s.loads(t, three...)
 		step := cur.Minus(prev).Total()
 		prev = cur
-		t.Logf("+%s: %s ready and the rings agree; %d origin loads since its stop began", w.since(), n, step)
+		w.mark(t, "%s ready and the rings agree; %d origin loads since its stop began", n, step)
 		worst = max(worst, d)
 		per = append(per, fmt.Sprintf("%s %s (%d loads)", n, d.Round(time.Millisecond), step))
 	}
@@ -1129,7 +1138,7 @@ func (s *suite) rollingRestart(t *testing.T) result {
 	if share := float64(loads.Total()) / float64(len(s.keys)); share > maxRollingShare {
 		t.Errorf("%d origin loads for %d warm keys in the rolling restart: %.1f%%; want at most %.0f%%",
 			loads.Total(), len(s.keys), 100*share, 100*maxRollingShare)
-		s.describeLoads(t, events, before, after, 60)
+		s.describeLoads(t, w, events, before, after)
 	}
 	return result{stats: st, extra: loads.Total(), converge: worst,
 		handoff: perKey(loads.Total(), len(s.keys)) + " of warm keys",

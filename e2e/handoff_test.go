@@ -5,6 +5,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -118,6 +121,13 @@ type loadWatch struct {
 	nodes  []string
 	prev   map[string]GroupLoads // node -> last answer
 	events []loadEvent
+	marks  []mark
+}
+
+// mark is a step of the scenario on the watch's clock.
+type mark struct {
+	at   time.Duration
+	what string
 }
 
 // watchLoads starts a loadWatch over nodes.
@@ -158,6 +168,17 @@ func (w *loadWatch) add(node string) {
 // with it, on the same clock as the events.
 func (w *loadWatch) since() time.Duration { return time.Since(w.start).Round(10 * time.Millisecond) }
 
+// mark notes a step of the scenario, logs it, and starts a phase of the
+// loads' summary.
+func (w *loadWatch) mark(t *testing.T, format string, args ...any) {
+	t.Helper()
+	m := mark{at: time.Since(w.start), what: fmt.Sprintf(format, args...)}
+	w.mu.Lock()
+	w.marks = append(w.marks, m)
+	w.mu.Unlock()
+	t.Logf("+%s: %s", m.at.Round(10*time.Millisecond), m.what)
+}
+
 func (w *loadWatch) poll(ctx context.Context) {
 	w.mu.Lock()
 	nodes := slices.Clone(w.nodes)
@@ -197,20 +218,57 @@ func (w *loadWatch) Stop() []loadEvent {
 	return slices.Clone(w.events)
 }
 
-// describeLoads logs up to max of the watch's loads with each key's owner
-// before and after the change, by node name.
-func (s *suite) describeLoads(t *testing.T, events []loadEvent, before, after map[string]string, max int) {
+// describeLoads says which keys were loaded, on which node and when: per
+// phase between the watch's marks, how many loads each node made and whose
+// keys they were by the owners before and after the change; every load, with
+// each key's owners, goes to a file in the temporary directory.
+func (s *suite) describeLoads(t *testing.T, w *loadWatch, events []loadEvent, before, after map[string]string) {
 	t.Helper()
-	name := map[string]string{}
-	for n, u := range s.self {
-		name[u] = n
-	}
-	for i, e := range events {
-		if i == max {
-			t.Logf("  ... %d more loads", len(events)-max)
-			break
+	name := func(url string) string {
+		if n, ok := s.names[url]; ok {
+			return n
 		}
-		t.Logf("  load: +%s %s loaded %s (%d): owner %s before, %s after",
-			e.at.Round(10*time.Millisecond), e.node, e.key, e.n, name[before[e.key]], name[after[e.key]])
+		return url
 	}
+	w.mu.Lock()
+	marks := slices.Clone(w.marks)
+	w.mu.Unlock()
+	phase := func(at time.Duration) string {
+		p := "start"
+		for _, m := range marks {
+			if m.at <= at {
+				p = m.what
+			}
+		}
+		return p
+	}
+	type bucket struct{ phase, node string }
+	counts := map[bucket]map[string]int{}
+	var order []bucket
+	var b strings.Builder
+	for _, e := range events {
+		k := bucket{phase(e.at), e.node}
+		if counts[k] == nil {
+			counts[k] = map[string]int{}
+			order = append(order, k)
+		}
+		counts[k][name(before[e.key])+"->"+name(after[e.key])] += int(e.n)
+		fmt.Fprintf(&b, "+%s\t%s\t%s\t%d\towner before %s\tafter %s\t(after: %s)\n", e.at.Round(10*time.Millisecond), e.node, e.key, e.n,
+			name(before[e.key]), name(after[e.key]), k.phase)
+	}
+	for _, k := range order {
+		var parts []string
+		total := 0
+		for _, o := range slices.Sorted(maps.Keys(counts[k])) {
+			parts = append(parts, fmt.Sprintf("%s %d", o, counts[k][o]))
+			total += counts[k][o]
+		}
+		t.Logf("  loads after %q: %s loaded %d (owner before->after: %s)", k.phase, k.node, total, strings.Join(parts, ", "))
+	}
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("%s-%s-loads.txt", s.project, strings.ReplaceAll(t.Name(), "/", "_")))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Logf("  writing the loads: %v", err)
+		return
+	}
+	t.Logf("  every load (time since the scenario's first step, node, key, loads, owners) is in %s", path)
 }

@@ -50,6 +50,13 @@ type DrainStats struct {
 func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) DrainStats {
 	st := p.state.Load()
 	var stats DrainStats
+	// The next owner is the owner by the ring without this node: the next
+	// point clockwise on a hashed ring, but the predecessor's arc with
+	// explicit arcs (GetN's second node would be the successor's).
+	rest := ringWithout(st.ring, p.cfg.Self)
+	if rest == nil {
+		return stats
+	}
 	var mu sync.Mutex // guards stats
 	type batch struct {
 		group string
@@ -83,13 +90,7 @@ func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) Drai
 			if ctx.Err() != nil || maxBytes > 0 && stats.Bytes >= maxBytes {
 				break
 			}
-			next := ""
-			for _, m := range st.ring.GetN(kv.Key, 2) {
-				if m != p.cfg.Self {
-					next = m
-					break
-				}
-			}
+			next := rest.Get(kv.Key)
 			pe, ok := st.peers[next]
 			if !ok {
 				continue
@@ -150,6 +151,8 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 	}
 	st := h.pool.state.Load()
 	self := h.pool.cfg.Self
+	// Keep only what this node will own once the sender is gone (Drain's rule).
+	rest := ringWithout(st.ring, sender)
 	adopted := 0
 	for len(body) > 0 {
 		key, v, n, err := readRecord(body)
@@ -161,15 +164,7 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		if checkKey(key, h.pool.cfg.MaxKeyBytes) != nil || int64(len(v.Data)) > g.Config().MaxValueBytes {
 			continue
 		}
-		// Keep only what this node will own once the sender is gone.
-		next := ""
-		for _, m := range st.ring.GetN(key, 2) {
-			if m != sender {
-				next = m
-				break
-			}
-		}
-		if next == self && g.Adopt(key, v) {
+		if rest != nil && rest.Get(key) == self && g.Adopt(key, v) {
 			adopted++
 		}
 	}

@@ -719,6 +719,7 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 	exitedAt func(context.Context, string) (time.Time, error), bound time.Duration, maxLoads float64) result {
 	ctx := t.Context()
 	survivors := without(three, victim)
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	owners, err := s.owners(ctx, "node1")
 	if err != nil {
@@ -773,7 +774,7 @@ func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, s
 		t.Logf("%d origin loads for %d keys that moved back when %s rejoined", rejoined.Total(), len(movedBack), victim)
 		s.describeLoads(t, w, backEvents, gone, again)
 	}
-	st := s.window(goneSweep.plus(sweep))
+	st := s.window(warm.plus(goneSweep).plus(sweep))
 	noErrors(t, st)
 	return result{stats: st, extra: all.Total(), converge: drop,
 		handoff: perKey(away.Total(), len(moved)) + ", back " + perKey(rejoined.Total(), len(movedBack)),
@@ -959,6 +960,7 @@ func (s *suite) partition(t *testing.T) result {
 // then it leaves gracefully, handing them back (at most maxLeaveLoads).
 func (s *suite) scale(t *testing.T) result {
 	ctx := t.Context()
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	before, err := s.owners(ctx, "node1")
 	if err != nil {
@@ -1031,7 +1033,7 @@ func (s *suite) scale(t *testing.T) result {
 		s.describeLoads(t, w, upEvents, before, after)
 	}
 	taken, _ := s.handoffs(ctx, added)
-	upStats := s.window(upSweep)
+	upStats := s.window(warm.plus(upSweep))
 	noErrors(t, upStats)
 	s.moved(t0) // before the check: the join moved keys
 	s.add(result{name: "scale 3->4", stats: upStats, extra: loads.Total(), converge: joined, history: s.checkHistory(t),
@@ -1090,6 +1092,7 @@ func (s *suite) scale(t *testing.T) result {
 // keys back from their interim owners).
 func (s *suite) rollingRestart(t *testing.T) result {
 	ctx := t.Context()
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	defer s.moved(time.Now())
 	before, err := s.owners(ctx, "node1")
@@ -1124,7 +1127,7 @@ func (s *suite) rollingRestart(t *testing.T) result {
 		worst = max(worst, d)
 		per = append(per, fmt.Sprintf("%s %s (%d loads)", n, d.Round(time.Millisecond), step))
 	}
-	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
+	st := s.window(warm.plus(s.sweep(ctx, s.toOwners(t, three))))
 	noErrors(t, st)
 	if _, err := s.waitRings(ctx, time.Now(), three, s.selves(three), time.Second); err != nil {
 		t.Errorf("final rings: %v", err)

@@ -272,3 +272,36 @@ func (s *suite) describeLoads(t *testing.T, w *loadWatch, events []loadEvent, be
 	}
 	t.Logf("  every load (time since the scenario's first step, node, key, loads, owners) is in %s", path)
 }
+
+// warmUp reads every key through every one of nodes until a whole round
+// costs the origin nothing, and returns the reads' figures. Then every key
+// is cached at its owner and every node reaches every owner: the warm,
+// healthy cluster the hand-off figures are about. An earlier scenario can
+// leave either undone: a node paused past its lease registers again and
+// does not serve what it cached before, and a node that restarted may stay
+// suspected by a peer for a few seconds (its first requests to it can time
+// out in Docker's DNS), so that the peer loads its keys itself and, when it
+// leaves, cannot hand it anything. It fails t after settle.
+func (s *suite) warmUp(t *testing.T, nodes []string) Stats {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	var st Stats
+	for round := 1; ; round++ {
+		s.reset(t, nodes...)
+		st = st.plus(s.sweep(t.Context(), s.fromAll(nodes)))
+		loads := s.loads(t, nodes...)
+		if loads.Total() == 0 {
+			t.Logf("warm: a round of %d reads through %v cost the origin nothing (round %d)", len(s.keys)*len(nodes), nodes, round)
+			return st
+		}
+		var who []string
+		for _, k := range slices.Sorted(maps.Keys(loads)) {
+			who = append(who, k+" "+loads.Who(k))
+		}
+		t.Logf("warming up, round %d: %d origin loads, e.g. %v", round, loads.Total(), first(who, 5))
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not become warm within %s", settle)
+		}
+		hold(t, time.Second)
+	}
+}

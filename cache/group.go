@@ -507,16 +507,7 @@ func (g *Group) Adopt(key string, v Value) bool {
 
 // Newest returns up to n of the main cache's values, most recently used
 // first, for a node that hands its values over before it leaves.
-func (g *Group) Newest(n int) []KeyValue {
-	es := g.main.newest(n)
-	out := make([]KeyValue, 0, len(es))
-	for _, e := range es {
-		if !e.e.notFound {
-			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
-		}
-	}
-	return out
-}
+func (g *Group) Newest(n int) []KeyValue { return values(g.main, n) }
 
 // Kept returns up to n of the values this node kept, within the hand-off
 // window, for keys it no longer owns, most recently used first: for a node
@@ -525,7 +516,13 @@ func (g *Group) Kept(n int) []KeyValue {
 	if !g.inHandoff() {
 		return nil
 	}
-	es := g.handoff.newest(n)
+	return values(g.handoff, n)
+}
+
+// values returns up to n of l's values, most recently used first,
+// remembered not-founds left out.
+func values(l *lru, n int) []KeyValue {
+	es := l.newest(n)
 	out := make([]KeyValue, 0, len(es))
 	for _, e := range es {
 		if !e.e.notFound {

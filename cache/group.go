@@ -97,6 +97,7 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		}
 	}
 	g.fetches.onPanic = onPanic
+	g.loads.running, g.fetches.running = &n.loads, &n.loads
 	return g
 }
 
@@ -395,7 +396,7 @@ func (g *Group) ringChanged() {
 	g.hot.removeIf(func(key string) bool { return !remote(key) })
 	g.handoff.removeIf(func(key string) bool { return !remote(key) })
 	window := g.node.handoff
-	if window <= 0 {
+	if window <= 0 || g.node.closed.Load() {
 		return
 	}
 	for _, m := range moved {
@@ -423,6 +424,19 @@ func (g *Group) endHandoff() {
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
 	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
+}
+
+// closeHandoff stops the hand-off window's timer and ends the window now,
+// for Node.Close.
+func (g *Group) closeHandoff() {
+	g.handoffMu.Lock()
+	if g.handoffTimer != nil {
+		g.handoffTimer.Stop()
+		g.handoffTimer = nil
+	}
+	g.handoffUntil.Store(0)
+	g.handoffMu.Unlock()
+	g.endHandoff()
 }
 
 // inHandoff reports whether a hand-off window is open.

@@ -1,5 +1,13 @@
 // Package transport carries ringcache between nodes and to clients over HTTP.
 //
+// A Node is the assembly to embed: NewNode builds the Pool, the cache.Node
+// that asks it for key owners and both route sets from one NodeConfig, so
+// the peer handler always serves the node built on its Pool and one
+// MaxKeyBytes bounds both routes. A membership (peers.New, peers.Static)
+// feeds the Node's ring through its Set methods, and Node.Shutdown stops it
+// in the order that loses nothing: not ready, leave the ring and hand the
+// values over, finish the requests in flight, wait for detached loads.
+//
 // A Pool is a node's view of the cluster: a consistent-hash ring of peer
 // base URLs, held in an atomic.Pointer and replaced whole by Pool.Set or
 // SetWeighted (hashed replicas, consistenthash.Map) or by Pool.SetRanges
@@ -44,6 +52,6 @@
 // code in one place. NewServer returns an http.Server with the timeouts and
 // header limits a node exposed to a network needs.
 //
-// Pool, the peers it hands out, Handler and the peer handler are safe for
-// concurrent use.
+// Node, Pool, the peers it hands out, Handler and the peer handler are safe
+// for concurrent use.
 package transport

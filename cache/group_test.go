@@ -674,7 +674,8 @@ func TestSetLocalTTL(t *testing.T) {
 	})
 }
 
-// TestHitAllocations: a hit allocates nothing (the issue allows one).
+// TestHitAllocations: a hit allocates nothing, so a hot key costs the
+// garbage collector nothing however often it is read.
 func TestHitAllocations(t *testing.T) {
 	g := newTestGroup(t, GroupConfig{TTL: time.Hour}, func(context.Context, string) (Value, error) {
 		return Value{Data: []byte("x")}, nil

@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-// epochStripes is how many removal counters a group keeps. A Remove or Set
-// of one key bumps the counter of its stripe, and a load in progress for any
-// key of that stripe is then not cached (it is still returned): more stripes,
-// fewer innocent loads skipped.
-const epochStripes = 64
+// epochStripes is how many write counters a group keeps. A write of one key
+// bumps the counter of its stripe, and a load in progress for any key of
+// that stripe is then not cached (it is still returned): more stripes, fewer
+// innocent loads skipped. 1,024 make that one load in a thousand concurrent
+// with a write, for 8 KiB per group.
+const epochStripes = 1024
 
 // Group is a named cache with one origin. A Group is safe for concurrent use.
 type Group struct {

@@ -37,12 +37,11 @@ func (p *fakePeer) FetchHandoff(_ context.Context, group, key string) (Value, er
 }
 
 type handoffCluster struct {
-	groups        []*Group
-	nodes         []*Node
-	peers         []*fakePeer
-	owner, prev   *atomic.Int64
-	loads         *atomic.Int64
-	loadsByOrigin func() int64
+	groups      []*Group
+	nodes       []*Node
+	peers       []*fakePeer
+	owner, prev *atomic.Int64
+	loads       *atomic.Int64
 }
 
 // newHandoffCluster returns two nodes whose ring a test moves (node 1 owns

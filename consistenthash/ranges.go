@@ -485,28 +485,18 @@ func JoinPositions(positions int, members map[string][]uint32, node string) ([]u
 	return p, nil
 }
 
-// Arc is the part of the ring from Start, included, clockwise to End,
-// excluded; an arc with End <= Start wraps past 2^32, and Start == End is
-// the whole ring (a ring with one position).
-type Arc struct {
-	Start uint32 `json:"start"`
-	End   uint32 `json:"end"`
-}
-
-// Size returns the number of points of the arc, 1 to 2^32.
-func (a Arc) Size() uint64 { return arcSize(a.Start, a.End) }
-
-// Arcs returns the arcs node owns, in ascending order of Start: one per
-// position, each ending at the next position on the ring. It returns nil
-// for a node that is not a member.
-func (r *Ranges) Arcs(node string) []Arc {
+// NodeArcs returns the arcs node owns, in ascending order of Start: one per
+// position, each ending at the next position on the ring (not merged with a
+// neighbour of the same owner, unlike Arcs). It returns nil for a node that
+// is not a member.
+func (r *Ranges) NodeArcs(node string) []Arc {
 	if r == nil {
 		return nil
 	}
 	var out []Arc
 	for _, p := range r.members[node] {
 		i, _ := slices.BinarySearch(r.starts, p)
-		out = append(out, Arc{Start: p, End: r.starts[(i+1)%len(r.starts)]})
+		out = append(out, Arc{Start: p, Size: arcSize(p, r.starts[(i+1)%len(r.starts)]), Owner: node})
 	}
 	return out
 }

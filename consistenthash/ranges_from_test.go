@@ -117,7 +117,7 @@ func TestRangesArcs(t *testing.T) {
 	var total uint64
 	shares := r.Shares()
 	for _, n := range r.Nodes() {
-		arcs := r.Arcs(n)
+		arcs := r.NodeArcs(n)
 		if p, _ := r.Positions(n); len(arcs) != len(p) {
 			t.Fatalf("%s: %d arcs for %d positions", n, len(arcs), len(p))
 		}
@@ -126,7 +126,7 @@ func TestRangesArcs(t *testing.T) {
 			if i, ok := slices.BinarySearch(r.starts, a.Start); !ok || r.owners[i] != n {
 				t.Errorf("%s: arc %+v does not start at one of its positions", n, a)
 			}
-			own += a.Size()
+			own += a.Size
 		}
 		if got := float64(own) / space; got != shares[n] {
 			t.Errorf("%s: arcs add up to %v, share %v", n, got, shares[n])
@@ -136,12 +136,12 @@ func TestRangesArcs(t *testing.T) {
 	if total != space {
 		t.Errorf("arcs cover %d points, want 2^32", total)
 	}
-	if r.Arcs("nobody") != nil || (*Ranges)(nil).Arcs("a") != nil {
+	if r.NodeArcs("nobody") != nil || (*Ranges)(nil).NodeArcs("a") != nil {
 		t.Error("arcs of a non-member")
 	}
 	one := NewRanges(1, nil)
 	joinAll(t, one, "a")
-	if a := one.Arcs("a"); len(a) != 1 || a[0].Size() != space {
+	if a := one.NodeArcs("a"); len(a) != 1 || a[0].Size != space {
 		t.Errorf("one position: arcs %v, want the whole ring", a)
 	}
 }

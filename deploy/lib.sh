@@ -36,6 +36,25 @@ fi
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
+# The cluster secret, which peers sign their requests with, comes from
+# RINGCACHE_SECRET, else from deploy/.secret (RINGCACHE_SECRET_PATH), which
+# the first script run generates: 32 random bytes in hex, mode 0600, ignored by
+# git. There is no default: a secret anyone can read in the repository
+# protects nothing. It is never printed.
+secret_path="${RINGCACHE_SECRET_PATH:-$deploy_dir/.secret}"
+if [ -z "${RINGCACHE_SECRET:-}" ]; then
+	if [ ! -s "$secret_path" ]; then
+		(
+			umask 077
+			od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$secret_path.tmp"
+			mv "$secret_path.tmp" "$secret_path"
+		)
+		log "generated a cluster secret in $secret_path (git ignores it; keep it private)"
+	fi
+	RINGCACHE_SECRET=$(head -n 1 "$secret_path")
+fi
+export RINGCACHE_SECRET
+
 # compose runs Compose on our file(s) with the node4 profile active, so that
 # down, ps and rm also see node4 when it runs.
 compose() { "${compose_cmd[@]}" "${compose_files[@]}" --profile scale "$@"; }

@@ -6,7 +6,8 @@
 #   COMPOSE_PROJECT_NAME=mine RINGCACHE_NODE1_PORT=9081 ... ./deploy/up.sh
 #   RINGCACHE_ETCD=http://10.0.0.5:2379 ./deploy/up.sh   # use an existing etcd
 #
-# RINGCACHE_SKIP_BUILD=1 reuses the images already built.
+# RINGCACHE_SKIP_BUILD=1 reuses the images already built. The cluster secret
+# is RINGCACHE_SECRET, else deploy/.secret, generated on first use (lib.sh).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"

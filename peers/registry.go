@@ -198,6 +198,10 @@ func (r *Registry) abort() {
 // close it, since the registry registers again by itself.
 func (r *Registry) Done() <-chan struct{} { return r.done }
 
+// Changed returns a channel that is closed at the next change of State, so that a status
+// page can follow the member set without polling: take the channel, read State, then wait.
+func (r *Registry) Changed() <-chan struct{} { return r.stateChanged() }
+
 // Ready reports whether the node registered and handed its first member set to the Setter,
 // and has not been closed. It stays true during an etcd outage, because the node keeps
 // serving with its last member set; State tells whether etcd is reachable.

@@ -114,8 +114,10 @@ type clusterOpts struct {
 	pool   func(i int, c *Config)
 	group  func(c *cache.GroupConfig)
 	origin origin
-	// wrap, if set, wraps each node's public handler.
-	wrap func(http.Handler) http.Handler
+	// wrap, if set, wraps each node's public handler; wrapPeer its peer
+	// handler.
+	wrap     func(http.Handler) http.Handler
+	wrapPeer func(i int, h http.Handler) http.Handler
 	// tenure, if set, gives node i's cache.Config.Tenure.
 	tenure func(i int) func() (uint64, bool)
 }
@@ -165,10 +167,17 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 			t.Fatal(err)
 		}
 		var h http.Handler = node
-		if o.wrap != nil {
+		if o.wrap != nil || o.wrapPeer != nil {
+			peerH, public := node.PeerHandler(), node.PublicHandler()
+			if o.wrapPeer != nil {
+				peerH = o.wrapPeer(i, peerH)
+			}
+			if o.wrap != nil {
+				public = o.wrap(public)
+			}
 			mux := http.NewServeMux()
-			mux.Handle(tn.pool.Config().BasePath, node.PeerHandler())
-			mux.Handle("/", o.wrap(node.PublicHandler()))
+			mux.Handle(tn.pool.Config().BasePath, peerH)
+			mux.Handle("/", public)
 			h = mux
 		}
 		srv.Config.Handler = tn.gate.wrap(h)

@@ -21,10 +21,11 @@ const (
 	DefaultMaxIdleConnsPerHost = 64
 	DefaultMaxKeyBytes         = 250
 	DefaultSignatureWindow     = 30 * time.Second
+	DefaultMaxNonces           = 1 << 18
 )
 
 // Config configures a Pool. A groupcache peer interoperates when BasePath,
-// Replicas and Hash match its HTTPPoolOptions and Secret is empty.
+// Replicas and Hash match its HTTPPoolOptions, without Secrets or TLS.
 type Config struct {
 	// Self is this node's base URL as its peers reach it, for example
 	// "http://10.0.0.1:8080". Required. It is always a member of the ring.
@@ -82,17 +83,39 @@ type Config struct {
 	// MaxKeyBytes bounds a key arriving on the peer route. If zero, 250.
 	MaxKeyBytes int
 
-	// Secret, if not empty, makes every peer request carry an HMAC-SHA256
-	// signature, and the peer handler refuse (401) any request without a
-	// valid one before it touches a group. Every node must share it. It
-	// authenticates peers; it does not encrypt: use TLS or a private network
-	// for confidentiality. Empty: peer requests are not signed (and a
+	// Secrets, if not empty, make every peer request carry an HMAC-SHA256
+	// signature, with the first secret, over its method, target node, path,
+	// date, a random nonce, the body (PUT) and the headers the receiver acts
+	// on; and the peer handler refuse (401), before it touches a group, any
+	// request not signed with one of them, dated outside SignatureWindow, or
+	// whose nonce it has seen (a replay). Every node must accept the secret
+	// the others sign with; several are for a rotation (Pool.SetSecrets). At
+	// most MaxSecrets. Secrets authenticate peers; they do not encrypt: use
+	// TLS for confidentiality. Empty: peer requests are not signed (and a
 	// groupcache peer can take part).
+	Secrets [][]byte
+
+	// Secret is a single secret, the same as Secrets: [][]byte{Secret}.
+	// Setting both is an error.
 	Secret []byte
 
 	// SignatureWindow is how far a signed request's date may be from the
-	// receiver's clock. If zero, 30s.
+	// receiver's clock. If zero, 30s. Nonces are remembered that long.
 	SignatureWindow time.Duration
+
+	// MaxNonces bounds the nonces remembered against replays. If zero,
+	// 262,144 (60 bytes each, about 16 MB; at 30 s, 8,700 peer requests a second keep
+	// every nonce for the whole window). Past the bound the oldest are
+	// forgotten and every request dated before them refused, which
+	// narrows the window for peers with lagging clocks but never lets a
+	// replay through.
+	MaxNonces int
+
+	// TLS, if not nil, makes the Pool dial its peers with mutual TLS
+	// through it (NewPeerTLS) and refuse to send anything to a peer whose
+	// URL is not https. Nil: plain HTTP, and https peer URLs use the
+	// system's roots without a client certificate.
+	TLS *PeerTLS
 
 	// Logger receives membership changes and refused peer requests. If nil,
 	// logs are discarded.
@@ -120,6 +143,7 @@ func DefaultConfig() Config {
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
 		MaxKeyBytes:         DefaultMaxKeyBytes,
 		SignatureWindow:     DefaultSignatureWindow,
+		MaxNonces:           DefaultMaxNonces,
 	}
 }
 
@@ -193,8 +217,23 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Copy the secret so that a caller reusing its slice cannot change it.
-	c.Secret = append([]byte(nil), c.Secret...)
+	if c.MaxNonces == 0 {
+		c.MaxNonces = DefaultMaxNonces
+	}
+	if c.MaxNonces < 0 {
+		return c, fmt.Errorf("%w: MaxNonces %d < 0", ErrConfig, c.MaxNonces)
+	}
+	if len(c.Secret) > 0 {
+		if len(c.Secrets) > 0 {
+			return c, fmt.Errorf("%w: set Secret or Secrets, not both", ErrConfig)
+		}
+		c.Secrets = [][]byte{c.Secret}
+	}
+	// Copy the secrets so that a caller reusing its slices cannot change them.
+	if c.Secrets, err = checkSecrets(c.Secrets); err != nil {
+		return c, err
+	}
+	c.Secret = nil
 	return c, nil
 }
 

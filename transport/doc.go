@@ -41,10 +41,20 @@
 // before it answers. A request that
 // arrives on the peer route is served by cache.Group.GetLocal and never
 // forwarded again (the one-hop rule), so nodes that briefly disagree about
-// the ring cannot bounce a request between them. With Config.Secret set,
-// every peer request carries an HMAC-SHA256 over method, escaped path and a
-// timestamp; the peer handler refuses anything else with 401 before it
-// touches a group.
+// the ring cannot bounce a request between them.
+//
+// Peers authenticate each other in two layers, each optional and both
+// recommended. With Config.Secrets, every peer request carries an
+// HMAC-SHA256 over its method, the receiving node's URL, the escaped path,
+// a date, a random nonce, the body's SHA-256 and the headers the receiver
+// acts on; the peer handler refuses (401), before it touches a group, a
+// request that is unsigned, signed with no secret it holds, dated outside
+// the window, or whose nonce it has seen (a replay). Pool.SetSecrets rotates
+// the secrets without a restart. With Config.TLS (a PeerTLS), peers dial
+// each other over TLS 1.3 and present certificates from the cluster's CA,
+// which the peer listener requires (PeerTLS.ServerConfig, RequireClientCert):
+// that adds confidentiality and integrity of values and responses, which the
+// signature alone does not give.
 //
 // Handler is the public API (GET, HEAD, PUT, DELETE /cache/{group}/{key...})
 // and is separate from the peer handler (Pool.PeerHandler), so the two can

@@ -49,6 +49,12 @@ type DrainStats struct {
 // leaves and after node.Retire, so that no write is applied here meanwhile.
 func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) DrainStats {
 	st := p.state.Load()
+	// The owners once this node is gone: with explicit arcs its arcs join
+	// the ones before them, so this is not simply the next node clockwise.
+	after := ringWithout(st.ring, p.cfg.Self)
+	if after == nil {
+		return DrainStats{}
+	}
 	var stats DrainStats
 	var mu sync.Mutex // guards stats
 	type batch struct {
@@ -83,13 +89,7 @@ func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) Drai
 			if ctx.Err() != nil || maxBytes > 0 && stats.Bytes >= maxBytes {
 				break
 			}
-			next := ""
-			for _, m := range st.ring.GetN(kv.Key, 2) {
-				if m != p.cfg.Self {
-					next = m
-					break
-				}
-			}
+			next := after.Get(kv.Key)
 			pe, ok := st.peers[next]
 			if !ok {
 				continue
@@ -148,7 +148,14 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
 		return
 	}
-	st := h.pool.state.Load()
+	if err := h.pool.auth.checkBody(r, body); err != nil {
+		h.pool.auth.refused(h.pool.cfg.Logger, r, err, h.pool.now())
+		writePeerError(w, err)
+		return
+	}
+	// Keep only what this node will own once the sender is gone, whether
+	// or not its ring has dropped the sender yet.
+	after := ringWithout(h.pool.state.Load().ring, sender)
 	self := h.pool.cfg.Self
 	adopted := 0
 	for len(body) > 0 {
@@ -161,15 +168,7 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		if checkKey(key, h.pool.cfg.MaxKeyBytes) != nil || int64(len(v.Data)) > g.Config().MaxValueBytes {
 			continue
 		}
-		// Keep only what this node will own once the sender is gone.
-		next := ""
-		for _, m := range st.ring.GetN(key, 2) {
-			if m != sender {
-				next = m
-				break
-			}
-		}
-		if next == self && g.Adopt(key, v) {
+		if after != nil && after.Get(key) == self && g.Adopt(key, v) {
 			adopted++
 		}
 	}

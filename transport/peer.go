@@ -221,14 +221,10 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	if r.method == http.MethodGet {
 		req.Header[hdrLease] = leaseWanted
 	}
-	if len(p.cfg.Secret) > 0 {
-		now := p.now().Unix()
-		req.Header.Set(hdrDate, strconv.FormatInt(now, 10))
-		req.Header.Set(hdrSignature, signature(p.cfg.Secret, r.method, req.URL.EscapedPath(), now))
-	}
 	if r.header != nil {
 		r.header(req.Header)
 	}
+	p.auth.sign(req, pe.url, r.body, p.now()) // last: it signs the headers
 	sent := time.Now()
 	res, err := p.client.Do(req)
 	if err != nil {

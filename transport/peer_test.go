@@ -324,9 +324,9 @@ func TestSignedPeers(t *testing.T) {
 
 	path := peerPath(DefaultBasePath, testGroup, key)
 	otherKey := peerPath(DefaultBasePath, testGroup, "never-loaded")
-	now := time.Now().Unix()
-	signed := func(secret []byte, method, path string, at int64) []string {
-		return []string{hdrDate, fmt.Sprint(at), hdrSignature, signature(secret, method, path, at)}
+	now := time.Now()
+	signed := func(secret []byte, method, path string, at time.Time) []string {
+		return signFor(secret, method, o.url, path, at, nil)
 	}
 	tests := []struct {
 		name   string
@@ -340,7 +340,8 @@ func TestSignedPeers(t *testing.T) {
 		{"wrong secret", "GET", otherKey, signed([]byte("guess"), "GET", otherKey, now)},
 		{"signed for another path", "GET", otherKey, signed(secret, "GET", path, now)},
 		{"signed for another method", "DELETE", path, signed(secret, "GET", path, now)},
-		{"stale", "GET", otherKey, signed(secret, "GET", otherKey, now-120)},
+		{"stale", "GET", otherKey, signed(secret, "GET", otherKey, now.Add(-120*time.Second))},
+		{"signed for another node", "GET", otherKey, signFor(secret, "GET", x.url, otherKey, now, nil)},
 		{"bad path unsigned", "GET", DefaultBasePath + "nosuch", nil},
 	}
 	before := o.group.Stats()
@@ -351,9 +352,14 @@ func TestSignedPeers(t *testing.T) {
 		}
 	}
 	// A valid signature made here, as a peer would: accepted.
-	r := mustDo(t, c, "GET", o.url+path, nil, signed(secret, "GET", path, now)...)
+	hdr := signed(secret, "GET", path, now)
+	r := mustDo(t, c, "GET", o.url+path, nil, hdr...)
 	if r.status != http.StatusOK {
 		t.Fatalf("signed GET: %d %q", r.status, r.body)
+	}
+	// The same request again, as someone who captured it would send it.
+	if r := mustDo(t, c, "GET", o.url+path, nil, hdr...); r.status != http.StatusUnauthorized {
+		t.Fatalf("replayed signed GET: %d %q, want 401", r.status, r.body)
 	}
 	if n := loads.count(); n != 1 {
 		t.Fatalf("%d loads after refused requests, want 1", n)

@@ -34,9 +34,10 @@ import (
 // and <BasePath>_lease, the contact-lease ping (lease.go). Writes answer
 // with X-Ringcache-Unreached naming the nodes that could not be told. A key
 // the origin does not have is a 404 with the X-Ringcache-Not-Found header;
-// an unknown group is a plain 404, as in groupcache. With Config.Secret set,
-// a request without a valid signature gets 401 before anything else is
-// looked at.
+// an unknown group is a plain 404, as in groupcache. With Config.Secrets
+// set, a request without a valid signature, or a replay of one, gets 401
+// before anything else is looked at (a PUT whose body does not match its
+// signed hash, once the body is read).
 func (p *Pool) PeerHandler(node *cache.Node) http.Handler {
 	return &peerHandler{pool: p, node: node}
 }
@@ -51,16 +52,11 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st := h.pool.state.Load()
 	w.Header()[hdrRingVersion] = st.versionHeader
 	path := r.URL.EscapedPath()
-	signed := len(cfg.Secret) > 0
-	if signed {
-		err := verifySignature(cfg.Secret, r.Method, path,
-			r.Header.Get(hdrDate), r.Header.Get(hdrSignature), h.pool.now(), cfg.SignatureWindow)
-		if err != nil {
-			cfg.Logger.Debug("transport: refused peer request",
-				"peer", r.Header.Get(hdrPeer), "remote", r.RemoteAddr, "err", err)
-			writePeerError(w, err)
-			return
-		}
+	signed := h.pool.auth.signed()
+	if err := h.pool.auth.verify(r, h.pool.now()); err != nil {
+		h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
+		writePeerError(w, err)
+		return
 	}
 	// Only after the signature check: an unauthenticated sender must not
 	// be able to fill the log.
@@ -131,6 +127,11 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGetResponse(w, v)
 	case http.MethodPut:
 		v, err := readValue(w, r, g.Config().MaxValueBytes)
+		if err == nil {
+			if err = h.pool.auth.checkBody(r, v.Data); err != nil {
+				h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
+			}
+		}
 		if err != nil {
 			writePeerError(w, err)
 			return

@@ -25,6 +25,7 @@ type Pool struct {
 	client     *http.Client
 	selfHeader []string         // cfg.Self as a header value, shared like versionHeader
 	now        func() time.Time // time.Now; tests set it to check the signature window
+	auth       *peerAuth        // signs and verifies peer requests
 
 	mu     sync.Mutex // serializes Set, so that two swaps cannot interleave
 	state  atomic.Pointer[poolState]
@@ -44,6 +45,8 @@ type Pool struct {
 	// request; seenN counts its entries, to bound it.
 	seen  sync.Map // versionPair -> struct{}
 	seenN atomic.Int64
+
+	versions peerVersions // each member's last reported ring version, for status pages
 }
 
 // versionPair is a disagreement between this node's ring and a peer's.
@@ -58,8 +61,9 @@ const maxSeenPairs = 1024
 // SetRanges).
 type ring interface {
 	Get(key string) string
-	GetN(key string, n int) []string
 	Nodes() []string
+	Arcs() []consistenthash.Arc
+	KeyHash(key string) uint32
 	Version() uint64
 	Shares() map[string]float64
 }
@@ -112,12 +116,10 @@ func NewPool(cfg Config) (*Pool, error) {
 	}
 	// One transport for every peer, so that keep-alive connections are
 	// shared and bounded per host rather than per peer object.
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	tr := &http.Transport{
-		Proxy: nil, // peers are reached directly, never through HTTP_PROXY
-		DialContext: (&net.Dialer{
-			Timeout:   cfg.DialTimeout,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:               nil, // peers are reached directly, never through HTTP_PROXY
+		DialContext:         dialer.DialContext,
 		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
 		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
 		IdleConnTimeout:     90 * time.Second,
@@ -135,13 +137,14 @@ func NewPool(cfg Config) (*Pool, error) {
 		// Redirects are refused: a peer answers or fails. groupcache's
 		// client does not follow them either.
 		client: &http.Client{
-			Transport: tr,
+			Transport: cfg.TLS.transport(tr, dialer), // mutual TLS when configured
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
 		},
 		now:        time.Now,
 		selfHeader: []string{cfg.Self},
+		auth:       newPeerAuth(cfg),
 	}
 	if err := p.Set(); err != nil {
 		return nil, err
@@ -285,6 +288,7 @@ func (p *Pool) install(ring ring, members []string) {
 // missing header (a groupcache peer) or one that is not a version is
 // ignored.
 func (p *Pool) checkVersion(st *poolState, peer, header string) {
+	p.noteVersion(st, peer, header)
 	if header == "" || header == st.versionHeader[0] {
 		return
 	}
@@ -382,7 +386,7 @@ func (p *Pool) DropCopies(ctx context.Context, group, key string) []string {
 	// A node that is not (yet) in this node's ring may hold a copy it
 	// fetched while the rings disagreed. Only a signed request proves who
 	// sent it, so without a secret only members are trusted as holders.
-	if len(p.cfg.Secret) > 0 {
+	if p.auth.signed() {
 		for _, u := range p.grants.holders(time.Now(), p.cfg.LeaseTTL) {
 			if _, member := st.peers[u]; !member && u != p.cfg.Self {
 				targets = append(targets, &peer{pool: p, url: u})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,8 +53,12 @@ const (
 	// hdrHandoff marks a GET from a key's new owner to its previous one,
 	// answered from the caches only (never loaded, never forwarded).
 	hdrHandoff = "X-Ringcache-Handoff"
-	// hdrDate and hdrSignature authenticate a peer request (Config.Secret).
+	// hdrDate (Unix milliseconds), hdrNonce (random, once per request),
+	// hdrBodyHash (a PUT's hex SHA-256) and hdrSignature authenticate a
+	// peer request (Config.Secrets).
 	hdrDate      = "X-Ringcache-Date"
+	hdrNonce     = "X-Ringcache-Nonce"
+	hdrBodyHash  = "X-Ringcache-Content-Sha256"
 	hdrSignature = "X-Ringcache-Signature"
 
 	protobufType = "application/x-protobuf"
@@ -163,38 +168,72 @@ func checkKey(key string, max int) error {
 	return nil
 }
 
-// signature returns the hex HMAC-SHA256 of a peer request: method, escaped
-// path and the Unix time in seconds, newline-separated so that no field can
-// run into the next (a path never holds a raw newline).
-func signature(secret []byte, method, escapedPath string, unix int64) string {
+// signedHeaders are the request headers a peer request's signature covers
+// besides its method, target, path, date, nonce and body hash: everything
+// the receiver acts on. Their order is part of the signature.
+var signedHeaders = []string{hdrPeer, hdrContentType, hdrExpires, hdrNoStore, hdrStale, hdrScope, hdrLease, hdrHandoff}
+
+// signingVersion starts the signed text, so that a signature made under
+// another layout can never verify under this one.
+const signingVersion = "RINGCACHE-HMAC-SHA256-2"
+
+// signedRequest is what the signature of a peer request covers.
+type signedRequest struct {
+	Method   string
+	Audience string // the receiver's base URL (Config.Self), so a request for one node cannot be replayed to another
+	Path     string // escaped, as on the wire
+	Date     int64  // Unix milliseconds
+	Nonce    string // hex, unique per request
+	BodyHash string // hex SHA-256 of the body, PUT and POST only; empty otherwise
+	Header   http.Header
+}
+
+// signature returns the hex HMAC-SHA256 of s: its fields newline-separated,
+// so that no field can run into the next (none holds a raw newline: paths
+// are escaped, header values cannot hold one), then the signed headers as
+// name:value lines.
+func signature(secret []byte, s signedRequest) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(method))
-	m.Write([]byte{'\n'})
-	m.Write([]byte(escapedPath))
-	m.Write([]byte{'\n'})
-	m.Write(strconv.AppendInt(nil, unix, 10))
+	var b []byte
+	b = append(b, signingVersion...)
+	for _, f := range [...]string{s.Method, s.Audience, s.Path} {
+		b = append(b, '\n')
+		b = append(b, f...)
+	}
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, s.Date, 10)
+	for _, f := range [...]string{s.Nonce, s.BodyHash} {
+		b = append(b, '\n')
+		b = append(b, f...)
+	}
+	for _, h := range signedHeaders {
+		b = append(b, '\n')
+		b = append(b, h...)
+		b = append(b, ':')
+		b = append(b, s.Header.Get(h)...)
+	}
+	m.Write(b)
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// verifySignature checks a peer request's date and signature headers at
-// time now, accepting a date within window either side (clocks of a cluster
-// drift a little; a captured request stays replayable only that long).
-func verifySignature(secret []byte, method, escapedPath, date, sig string, now time.Time, window time.Duration) error {
-	if date == "" || sig == "" {
+// verifySignature checks that sig signs s under one of secrets and that s's
+// date lies within window of now either side (clocks of a cluster drift a
+// little). It does not check the nonce: the caller does that once the
+// signature is known to be good, so that a sender without the secret cannot
+// fill the nonce memory.
+func verifySignature(secrets [][]byte, s signedRequest, sig string, now time.Time, window time.Duration) error {
+	if sig == "" {
 		return fmt.Errorf("%w: no signature", ErrUnauthorized)
 	}
-	unix, err := strconv.ParseInt(date, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: bad date", ErrUnauthorized)
-	}
-	if d := now.Sub(time.Unix(unix, 0)); d > window || d < -window {
+	if d := time.Duration(now.UnixMilli()-s.Date) * time.Millisecond; d > window || d < -window {
 		return fmt.Errorf("%w: date outside the %v window", ErrUnauthorized, window)
 	}
-	want := signature(secret, method, escapedPath, unix)
-	if !hmac.Equal([]byte(want), []byte(sig)) {
-		return fmt.Errorf("%w: bad signature", ErrUnauthorized)
+	for _, secret := range secrets {
+		if hmac.Equal([]byte(signature(secret, s)), []byte(sig)) {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("%w: bad signature", ErrUnauthorized)
 }
 
 // formatExpires and parseExpires carry a Value's expiry in hdrExpires.

@@ -3,6 +3,9 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -162,58 +165,84 @@ func FuzzPeerPath(f *testing.F) {
 	})
 }
 
+// TestVerifySignature changes each field a signature covers, and checks
+// that the signature then fails, while the date window and the secret list
+// accept what they should.
 func TestVerifySignature(t *testing.T) {
 	t.Parallel()
 	secret := []byte("s3cret")
-	now := time.Unix(1_700_000_000, 0)
-	const path = "/_groupcache/g/a%2Fb"
-	sig := func(secret []byte, method, path string, at time.Time) (string, string) {
-		return fmt.Sprint(at.Unix()), signature(secret, method, path, at.Unix())
+	now := time.UnixMilli(1_700_000_000_123)
+	base := signedRequest{
+		Method:   "PUT",
+		Audience: "http://10.0.0.1:8080",
+		Path:     "/_groupcache/g/a%2Fb",
+		Date:     now.UnixMilli(),
+		Nonce:    strings.Repeat("ab", nonceLen),
+		BodyHash: bodyHash([]byte("v")),
+		Header:   http.Header{hdrContentType: {"text/plain"}, hdrExpires: {"2030-01-01T00:00:00Z"}},
 	}
+	sig := signature(secret, base)
 	tests := []struct {
-		name      string
-		date, sig string
-		ok        bool
+		name    string
+		change  func(s *signedRequest)
+		secrets [][]byte
+		sig     string
+		ok      bool
 	}{
 		{name: "valid", ok: true},
-		{name: "29s old", ok: true},
-		{name: "31s old"},
-		{name: "31s ahead"},
-		{name: "29s ahead", ok: true},
-		{name: "other secret"},
-		{name: "other method"},
-		{name: "other path"},
-		{name: "no headers"},
-		{name: "bad date"},
-		{name: "date swapped after signing"},
+		{name: "29s old", change: func(s *signedRequest) { s.Date -= 29_000 }, ok: true},
+		{name: "29s ahead", change: func(s *signedRequest) { s.Date += 29_000 }, ok: true},
+		{name: "31s old", change: func(s *signedRequest) { s.Date -= 31_000 }},
+		{name: "31s ahead", change: func(s *signedRequest) { s.Date += 31_000 }},
+		{name: "other secret", secrets: [][]byte{[]byte("other")}},
+		{name: "second of two secrets", secrets: [][]byte{[]byte("new"), secret}, ok: true},
+		{name: "no signature", sig: "-"},
+	}
+	// Every covered field, changed after signing, must break the signature.
+	for name, change := range map[string]func(s *signedRequest){
+		"method":    func(s *signedRequest) { s.Method = "DELETE" },
+		"audience":  func(s *signedRequest) { s.Audience = "http://10.0.0.2:8080" },
+		"path":      func(s *signedRequest) { s.Path = "/_groupcache/g/a/b" },
+		"date":      func(s *signedRequest) { s.Date++ },
+		"nonce":     func(s *signedRequest) { s.Nonce = strings.Repeat("cd", nonceLen) },
+		"body hash": func(s *signedRequest) { s.BodyHash = bodyHash([]byte("w")) },
+		"content type": func(s *signedRequest) {
+			s.Header = http.Header{hdrContentType: {"text/html"}, hdrExpires: base.Header[hdrExpires]}
+		},
+		"expiry":        func(s *signedRequest) { s.Header = http.Header{hdrContentType: base.Header[hdrContentType]} },
+		"no-store":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrNoStore, "1") },
+		"sender header": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrPeer, "http://evil") },
+		"scope":         func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrScope, "copy") },
+		"stale age":     func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrStale, "1000") },
+		"hand-off":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrHandoff, "1") },
+		"lease request": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrLease, "1") },
+	} {
+		tests = append(tests, struct {
+			name    string
+			change  func(s *signedRequest)
+			secrets [][]byte
+			sig     string
+			ok      bool
+		}{name: "changed " + name, change: change})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			date, s := sig(secret, "GET", path, now)
-			switch tt.name {
-			case "29s old":
-				date, s = sig(secret, "GET", path, now.Add(-29*time.Second))
-			case "31s old":
-				date, s = sig(secret, "GET", path, now.Add(-31*time.Second))
-			case "31s ahead":
-				date, s = sig(secret, "GET", path, now.Add(31*time.Second))
-			case "29s ahead":
-				date, s = sig(secret, "GET", path, now.Add(29*time.Second))
-			case "other secret":
-				date, s = sig([]byte("other"), "GET", path, now)
-			case "other method":
-				date, s = sig(secret, "DELETE", path, now)
-			case "other path":
-				date, s = sig(secret, "GET", "/_groupcache/g/a/b", now)
-			case "no headers":
-				date, s = "", ""
-			case "bad date":
-				date = "yesterday"
-			case "date swapped after signing":
-				date = fmt.Sprint(now.Unix() + 1)
+			s, sg := base, sig
+			if tt.change != nil {
+				tt.change(&s)
+				if strings.HasSuffix(tt.name, "s old") || strings.HasSuffix(tt.name, "s ahead") { // a genuine signature of that date
+					sg = signature(secret, s)
+				}
 			}
-			err := verifySignature(secret, "GET", path, date, s, now, DefaultSignatureWindow)
+			if tt.sig == "-" {
+				sg = ""
+			}
+			secrets := tt.secrets
+			if secrets == nil {
+				secrets = [][]byte{secret}
+			}
+			err := verifySignature(secrets, s, sg, now, DefaultSignatureWindow)
 			if tt.ok != (err == nil) {
 				t.Fatalf("verifySignature = %v, want ok=%v", err, tt.ok)
 			}
@@ -429,4 +458,31 @@ func FuzzGetResponseValue(f *testing.F) {
 			t.Fatalf("%x: hand decoder %x, proto.Unmarshal %x", b, got, msg.Value)
 		}
 	})
+}
+
+// TestSignatureText computes a signature from the layout README gives, by
+// hand, so that a client in another language can rely on it.
+func TestSignatureText(t *testing.T) {
+	t.Parallel()
+	secret := []byte("0123456789abcdef")
+	s := signedRequest{
+		Method:   "PUT",
+		Audience: "http://node2:8080",
+		Path:     "/_groupcache/demo/a%2Fb",
+		Date:     1_700_000_000_123,
+		Nonce:    strings.Repeat("0f", nonceLen),
+		BodyHash: bodyHash([]byte("v")),
+		Header:   http.Header{hdrPeer: {"http://node1:8080"}, hdrContentType: {"text/plain"}},
+	}
+	text := strings.Join([]string{
+		"RINGCACHE-HMAC-SHA256-2", "PUT", "http://node2:8080", "/_groupcache/demo/a%2Fb", "1700000000123",
+		strings.Repeat("0f", nonceLen), bodyHash([]byte("v")),
+		"X-Ringcache-Peer:http://node1:8080", "X-Ringcache-Content-Type:text/plain", "X-Ringcache-Expires:",
+		"X-Ringcache-No-Store:", "X-Ringcache-Stale:", "X-Ringcache-Scope:", "X-Ringcache-Lease:", "X-Ringcache-Handoff:",
+	}, "\n")
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(text))
+	if want := hex.EncodeToString(m.Sum(nil)); signature(secret, s) != want {
+		t.Fatalf("signature = %s, want the HMAC of README's layout, %s", signature(secret, s), want)
+	}
 }

@@ -45,7 +45,7 @@ func (p *Pool) Arcs() map[string][]consistenthash.Arc {
 	}
 	out := make(map[string][]consistenthash.Arc)
 	for _, n := range r.Nodes() {
-		out[n] = r.Arcs(n)
+		out[n] = r.NodeArcs(n)
 	}
 	return out
 }

@@ -25,14 +25,15 @@ const (
 
 // ringConfig is the parsed "ring" subcommand.
 type ringConfig struct {
-	Nodes     int    // nodes in the ring before a join or leave
-	Replicas  int    // points per node, hashed placement
-	Positions int    // positions per node, range placement
-	Keys      int    // keys to place: "key-0" ... "key-<Keys-1>"
-	Hash      string // a consistenthash.HashByName name
-	Placement string // "hashed" (Map) or "ranges" (Ranges)
-	Prefix    string // node names are Prefix+"0" ... Prefix+"<Nodes-1>"
-	Leave     string // the node that leaves for n -> n-1; "" means Prefix+"0"
+	Nodes     int    `json:"nodes"`     // nodes in the ring before a join or leave
+	Replicas  int    `json:"replicas"`  // points per node, hashed placement
+	Positions int    `json:"positions"` // positions per node, range placement
+	Keys      int    `json:"keys"`      // keys to place: "key-0" ... "key-<Keys-1>"
+	Hash      string `json:"hash"`      // a consistenthash.HashByName name
+	Placement string `json:"placement"` // "hashed" (Map) or "ranges" (Ranges)
+	Prefix    string `json:"prefix"`    // node names are Prefix+"0" ... Prefix+"<Nodes-1>"
+	Leave     string `json:"leave"`     // the node that leaves for n -> n-1; "" means Prefix+"0"
+	Output    string `json:"-"`         // "text" or "json"
 }
 
 func parseRing(args []string, out io.Writer) (ringConfig, error) {
@@ -47,6 +48,7 @@ func parseRing(args []string, out io.Writer) (ringConfig, error) {
 	fs.StringVar(&cfg.Placement, "placement", "hashed", "hashed (replica points) or ranges (explicit arcs)")
 	fs.StringVar(&cfg.Prefix, "prefix", "node-", "node names are <prefix>0 ... <prefix>N-1")
 	fs.StringVar(&cfg.Leave, "leave", "", "node that leaves for the n -> n-1 figures (default <prefix>0)")
+	fs.StringVar(&cfg.Output, "o", "text", "output: text or json")
 	fs.Usage = func() {
 		fmt.Fprintln(out, "usage: ringcache ring [flags]")
 		fs.PrintDefaults()
@@ -67,6 +69,9 @@ func parseRing(args []string, out io.Writer) (ringConfig, error) {
 }
 
 func (c ringConfig) validate() error {
+	if c.Output != "text" && c.Output != "json" {
+		return fmt.Errorf("%w: -o %q: want text or json", errUsage, c.Output)
+	}
 	perNode := c.Replicas
 	switch c.Placement {
 	case "hashed":
@@ -104,6 +109,9 @@ func runRing(ctx context.Context, args []string, stdout io.Writer) error {
 	rep, err := measure(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if cfg.Output == "json" {
+		return writeJSON(stdout, rep)
 	}
 	return rep.write(stdout)
 }
@@ -157,29 +165,30 @@ func rings(cfg ringConfig) (base, grown, shrunk ring, err error) {
 
 // nodeStat is one node's line of the report.
 type nodeStat struct {
-	Name       string
-	Keys       int
-	KeyShare   float64 // fraction of the keys
-	SpaceShare float64 // fraction of the hash space (Shares)
+	Name       string  `json:"name"`
+	Keys       int     `json:"keys"`
+	KeyShare   float64 `json:"key_share"`   // fraction of the keys
+	SpaceShare float64 `json:"space_share"` // fraction of the hash space (Shares)
 }
 
 // move is the key movement of one membership change.
 type move struct {
-	From, To int
-	Moved    float64 // fraction of keys whose owner changed
-	Ideal    float64 // the changed node's fair share: 1/max(From, To)
-	Modulo   float64 // fraction that moves with hash % N instead
+	From   int     `json:"from"`
+	To     int     `json:"to"`
+	Moved  float64 `json:"moved"`  // fraction of keys whose owner changed
+	Ideal  float64 `json:"ideal"`  // the changed node's fair share: 1/max(From, To)
+	Modulo float64 `json:"modulo"` // fraction that moves with hash % N instead
 }
 
 // report is what "ring" prints.
 type report struct {
-	Config  ringConfig
-	Nodes   []nodeStat
-	MaxMean float64 // largest node's keys / mean keys
-	CV      float64 // sample standard deviation / mean of keys per node
-	IdealCV float64 // 1/sqrt(replicas), random placement; 0 for ranges
-	Join    move
-	Leave   move // zero with one node: nothing can leave
+	Config  ringConfig `json:"config"`
+	Nodes   []nodeStat `json:"nodes"`
+	MaxMean float64    `json:"max_mean"` // largest node's keys / mean keys
+	CV      float64    `json:"cv"`       // sample standard deviation / mean of keys per node
+	IdealCV float64    `json:"ideal_cv"` // 1/sqrt(replicas), random placement; 0 for ranges
+	Join    move       `json:"join"`
+	Leave   move       `json:"leave"` // zero with one node: nothing can leave
 }
 
 // measure places cfg.Keys keys on the rings and gathers the report.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"math"
@@ -14,7 +15,7 @@ import (
 func TestRunRingHashed(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"ring", "--nodes", "10", "--replicas", "160", "--hash", "xxhash", "--keys", "100000"}, &out)
+	err := run(t.Context(), []string{"ring", "--nodes", "10", "--replicas", "160", "--hash", "xxhash", "--keys", "100000"}, environ{Stdout: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,13 +145,14 @@ func TestRunErrors(t *testing.T) {
 		{"too many points", []string{"ring", "--nodes", "100000", "--replicas", "1000"}, errUsage},
 		{"leave unknown", []string{"ring", "--leave", "node-99", "--nodes", "3"}, errUsage},
 		{"stray argument", []string{"ring", "extra"}, errUsage},
+		{"bad output", []string{"ring", "-o", "yaml"}, errUsage},
 		{"help", []string{"ring", "-h"}, flag.ErrHelp},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
-			if err := run(t.Context(), tt.args, &out); !errors.Is(err, tt.want) {
+			if err := run(t.Context(), tt.args, environ{Stdout: &out}); !errors.Is(err, tt.want) {
 				t.Errorf("run(%q) = %v, want %v", tt.args, err, tt.want)
 			}
 		})
@@ -161,16 +163,35 @@ func TestRunHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := run(ctx, []string{"ring", "--keys", "1000000"}, &bytes.Buffer{})
+	err := run(ctx, []string{"ring", "--keys", "1000000"}, environ{Stdout: &bytes.Buffer{}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("run with a cancelled context = %v, want context.Canceled", err)
+	}
+}
+
+func TestRunRingJSON(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"ring", "-nodes", "4", "-keys", "10000", "-o", "json"}, environ{Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	var rep report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("ring -o json: %v\n%s", err, out.String())
+	}
+	keys := 0
+	for _, n := range rep.Nodes {
+		keys += n.Keys
+	}
+	if len(rep.Nodes) != 4 || keys != 10000 || rep.Config.Hash != "xxhash" || rep.Join.To != 5 || rep.Leave.To != 3 {
+		t.Errorf("ring -o json = %+v", rep)
 	}
 }
 
 func TestRunSingleNode(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"ring", "--nodes", "1", "--keys", "1000"}, &out); err != nil {
+	if err := run(t.Context(), []string{"ring", "--nodes", "1", "--keys", "1000"}, environ{Stdout: &out}); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); strings.Contains(s, "leave") || !strings.Contains(s, "join   1 -> 2:") {

@@ -56,6 +56,13 @@ type Config struct {
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
 	Groups          []GroupSpec
+
+	// Peer security besides Secret (security.go).
+	SecretFile    string // if not empty, the file of secrets, one a line
+	InsecurePeers bool   // allow open peer routes on a non-loopback address
+	PeerCA        string // mutual TLS between peers: the CA file,
+	PeerCert      string // this node's certificate file
+	PeerKey       string // and its key file
 }
 
 // GroupSpec describes one group and its origin. Zero values select the
@@ -126,6 +133,7 @@ type setting struct {
 	def   string // the default as README shows it
 	usage string
 	list  bool // a YAML sequence is accepted and joined with commas
+	flag  bool // a boolean flag: "-name" alone means true
 	set   func(c *Config, v string) error
 }
 
@@ -150,8 +158,20 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
 	{name: "hold-down", def: "2s", usage: "how long a member whose key vanished stays in the ring",
 		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
-	{name: "secret", def: `""`, usage: "cluster secret: peer requests are signed with HMAC-SHA256 and unsigned ones refused",
+	// Peer security: the cluster secret, protected mode and mutual TLS
+	// (security.go).
+	{name: "secret", def: `""`, usage: "cluster secret (at least 16 bytes): peer requests are signed with HMAC-SHA256, unsigned and replayed ones refused; prefer -secret-file",
 		set: func(c *Config, v string) error { c.Secret = v; return nil }},
+	{name: "secret-file", def: `""`, usage: "file of cluster secrets, one a line: the first signs, all are accepted; re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.SecretFile = v; return nil }},
+	{name: "insecure-peers", def: "false", flag: true, usage: "let peer routes on a non-loopback address run without a secret or mutual TLS (groupcache peers need it)",
+		set: func(c *Config, v string) error { return parseBool(&c.InsecurePeers, v) }},
+	{name: "peer-ca", def: `""`, usage: "mutual TLS between peers: the CA file peers' certificates must chain to (needs -peer-listen; peer URLs are https)",
+		set: func(c *Config, v string) error { c.PeerCA = v; return nil }},
+	{name: "peer-cert", def: `""`, usage: "mutual TLS: this node's certificate file (server and client use), re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.PeerCert = v; return nil }},
+	{name: "peer-key", def: `""`, usage: "mutual TLS: this node's private key file",
+		set: func(c *Config, v string) error { c.PeerKey = v; return nil }},
 	{name: "log-level", def: "info", usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{name: "log-format", def: "text", usage: "text or json",
@@ -260,7 +280,12 @@ func loadConfig(args []string, getenv func(string) string, out io.Writer) (Confi
 	}
 	var flags []rawFlag
 	for _, s := range settings {
-		fs.Func(s.name, s.usage, func(v string) error { flags = append(flags, rawFlag{s, v}); return nil })
+		record := func(v string) error { flags = append(flags, rawFlag{s, v}); return nil }
+		if s.flag {
+			fs.BoolFunc(s.name, s.usage, record)
+			continue
+		}
+		fs.Func(s.name, s.usage, record)
 	}
 	var groupFlags []string
 	fs.Func("group", "", func(v string) error { groupFlags = append(groupFlags, v); return nil })
@@ -551,6 +576,9 @@ func (c *Config) Validate() error {
 	if c.Positions < 1 || c.Positions > peers.MaxPositions {
 		return bad("positions", "%d: want 1 to %d", c.Positions, peers.MaxPositions)
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	if c.ShutdownTimeout <= 0 {
 		return bad("shutdown-timeout", "%v: must be > 0", c.ShutdownTimeout)
 	}
@@ -713,6 +741,15 @@ func parseDuration(d *time.Duration, v string) error {
 		return fmt.Errorf("%q: want a duration like 500ms, 5s or 1m", v)
 	}
 	*d = x
+	return nil
+}
+
+func parseBool(b *bool, v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	*b = x
 	return nil
 }
 

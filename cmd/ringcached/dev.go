@@ -12,12 +12,15 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/ringcache/ringcache/internal/devcert"
 )
 
 // devConfig configures "ringcached dev".
@@ -28,6 +31,7 @@ type devConfig struct {
 	DemoLatency time.Duration
 	LogLevel    string
 	Placement   string // "" or hashed: hashed; ranges: explicit arcs in etcd
+	TLS         bool   // mutual TLS between the nodes, from a throwaway CA
 }
 
 // devCluster is the running dev mode: an embedded etcd and the nodes
@@ -38,6 +42,7 @@ type devCluster struct {
 	close1  sync.Once // embed.Etcd.Close panics when called twice
 	etcdURL string
 	secret  string
+	certDir string // with TLS: the throwaway CA and certificates, removed by stop
 	nodes   []*node
 }
 
@@ -52,6 +57,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.DurationVar(&dc.DemoLatency, "demo-latency", 50*time.Millisecond, "sleep per demo origin load, so that a miss and a hit differ visibly")
 	fs.StringVar(&dc.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&dc.Placement, "placement", placementHashed, "ring placement: hashed or ranges")
+	fs.BoolVar(&dc.TLS, "tls", false, "mutual TLS between the nodes, with a throwaway CA and certificates generated for this run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +101,13 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
 	c.secret = hex.EncodeToString(b[:])
 
+	var certs []devCerts
+	if dc.TLS {
+		if c.certDir, certs, err = writeDevCerts(dc.Nodes); err != nil {
+			return nil, err
+		}
+	}
+
 	for i := range dc.Nodes {
 		port := 0
 		if dc.BasePort != 0 {
@@ -111,6 +124,11 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}
 		if dc.Placement != "" {
 			cfg.Placement = dc.Placement
+		}
+		if dc.TLS {
+			// Mutual TLS needs the peer routes on a listener of their own.
+			cfg.PeerListen = "127.0.0.1:0"
+			cfg.PeerCA, cfg.PeerCert, cfg.PeerKey = certs[i].ca, certs[i].cert, certs[i].key
 		}
 		if err := cfg.Validate(); err != nil {
 			return nil, err
@@ -176,8 +194,10 @@ func (c *devCluster) stop(timeout time.Duration) {
 	if c.etcd != nil {
 		c.close1.Do(c.etcd.Close)
 	}
-	if c.dir != "" {
-		os.RemoveAll(c.dir)
+	for _, d := range []string{c.dir, c.certDir} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 }
 
@@ -205,6 +225,57 @@ func (c *devCluster) printIntro(w io.Writer) {
 	fmt.Fprintf(w, "  curl %s/debug/origin                 # demo origin loads on this node\n", last)
 	fmt.Fprintf(w, "  curl -s %s/metrics | grep ^ringcache_\n", urls[0])
 	fmt.Fprintf(w, "  curl -i -X PUT --data 'my value' %s/cache/demo/mine\n", urls[0])
-	fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route: 401 without the cluster secret\n", urls[0])
-	fmt.Fprintf(w, "\nPeer requests are signed with a generated secret. Press Ctrl-C to stop.\n\n")
+	if c.certDir == "" {
+		fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route: 401 without the cluster secret\n", urls[0])
+		fmt.Fprintf(w, "\nPeer requests are signed with a generated secret. Press Ctrl-C to stop.\n\n")
+		return
+	}
+	peer := c.nodes[0].self
+	fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route without a client certificate: refused\n", peer)
+	fmt.Fprintf(w, "  curl -i --cacert %s --cert %s --key %s %s/_groupcache/demo/hello\n",
+		filepath.Join(c.certDir, "ca.pem"), filepath.Join(c.certDir, "node1.pem"), filepath.Join(c.certDir, "node1-key.pem"), peer)
+	fmt.Fprintf(w, "        # with node1's certificate: TLS accepted, and still 401 without the cluster secret\n")
+	fmt.Fprintf(w, "\nPeers talk mutual TLS with a throwaway CA and certificates in %s (removed on exit),\n", c.certDir)
+	fmt.Fprintf(w, "and sign their requests with a generated secret. Press Ctrl-C to stop.\n\n")
+}
+
+// devCerts are the files of one dev node's mutual TLS.
+type devCerts struct{ ca, cert, key string }
+
+// writeDevCerts generates a throwaway CA and a certificate for each of n
+// nodes (for 127.0.0.1 and localhost, where dev nodes listen) into a new
+// private directory, and returns it and each node's files.
+func writeDevCerts(n int) (dir string, certs []devCerts, err error) {
+	ca, err := devcert.NewCA("ringcache dev CA")
+	if err != nil {
+		return "", nil, err
+	}
+	if dir, err = os.MkdirTemp("", "ringcache-dev-tls-"); err != nil { // mode 0700
+		return "", nil, err
+	}
+	write := func(name string, data []byte) (string, error) {
+		path := filepath.Join(dir, name)
+		return path, os.WriteFile(path, data, 0o600)
+	}
+	caFile, err := write("ca.pem", ca.CertPEM)
+	for i := range n {
+		if err != nil {
+			break
+		}
+		var cert, key []byte
+		if cert, key, err = ca.Issue("127.0.0.1", "localhost"); err != nil {
+			break
+		}
+		d := devCerts{ca: caFile}
+		if d.cert, err = write(fmt.Sprintf("node%d.pem", i+1), cert); err != nil {
+			break
+		}
+		d.key, err = write(fmt.Sprintf("node%d-key.pem", i+1), key)
+		certs = append(certs, d)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("ringcached dev: certificates: %w", err)
+	}
+	return dir, certs, nil
 }

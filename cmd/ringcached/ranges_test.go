@@ -42,7 +42,7 @@ func TestPlacementRanges(t *testing.T) {
 		}
 		var own uint64
 		for _, a := range r.Arcs[m] {
-			own += a.Size()
+			own += a.Size
 		}
 		if got := float64(own) / (1 << 32); got != r.Shares[m] {
 			t.Errorf("%s: arcs add up to %v, share %v", m, got, r.Shares[m])

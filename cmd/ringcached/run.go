@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := newLogger(stdout, cfg.LogLevel, cfg.LogFormat)
-	log.Info("starting", "listen", cfg.Listen, "peer_listen", cfg.PeerListen, "etcd", strings.Join(cfg.Etcd, ","), "peers", len(cfg.Peers), "config", cfg.ConfigFile, "signed", cfg.Secret != "")
+	log.Info("starting", "listen", cfg.Listen, "peer_listen", cfg.PeerListen, "etcd", strings.Join(cfg.Etcd, ","), "peers", len(cfg.Peers), "config", cfg.ConfigFile, "peer_security", cfg.describeSecurity())
 	n, err := startNode(ctx, cfg, log)
 	if err != nil {
 		return err // main prints it: logged too, it would show twice

@@ -19,6 +19,7 @@ import (
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
+	"github.com/ringcache/ringcache/transport/ui"
 )
 
 // node is one running daemon: a cache.Node, its Pool, its membership and its
@@ -34,6 +35,8 @@ type node struct {
 	metrics *metrics
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
+	ui      *uiState                // the operator's page: membership timeline, rate samples
+	sec     *peerSecurity           // secrets and mutual TLS of the peer routes
 
 	isReady atomic.Bool
 	servers []*http.Server
@@ -50,6 +53,10 @@ type node struct {
 func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err error) {
 	n := &node{cfg: cfg, baseLog: log, demos: map[string]*origin.Demo{}, errc: make(chan error, 2), changed: make(chan struct{}, 1)}
 	n.metrics = newMetrics(n)
+	n.ui = newUIState(n)
+	if n.sec, err = loadPeerSecurity(cfg, log); err != nil {
+		return nil, err // before binding anything: protected mode refuses to start
+	}
 
 	// Listen before anything else: the peer URL needs the peer port, and a
 	// port in use should fail the start before we register in etcd.
@@ -78,7 +85,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	}
 	n.self = cfg.PeerURL
 	if n.self == "" {
-		n.self = derivePeerURL(host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
+		n.self = derivePeerURL(n.sec.scheme(), host, n.addrs[len(n.addrs)-1].(*net.TCPAddr))
 	}
 	n.nodeID = cfg.NodeID
 	if n.nodeID == "" {
@@ -87,13 +94,6 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	log = log.With("node", n.nodeID)
 	n.log = log
 
-	var secret []byte
-	if cfg.Secret != "" {
-		secret = []byte(cfg.Secret)
-		if len(secret) < 16 {
-			log.Warn("the cluster secret is shorter than 16 bytes: easy to guess")
-		}
-	}
 	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
 	n.pool, err = transport.NewPool(transport.Config{
 		Self:          n.self,
@@ -102,7 +102,8 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		MaxKeyBytes:   cfg.MaxKeyBytes,
 		PeerTimeout:   cfg.PeerTimeout,
 		LeaseTTL:      cfg.CopyLease,
-		Secret:        secret,
+		Secrets:       n.sec.secrets,
+		TLS:           n.sec.tls,
 		Logger:        log,
 		OnPeerRequest: n.metrics.observePeer,
 	})
@@ -136,6 +137,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.serve(lns); err != nil {
 		return nil, err
 	}
+	n.sec.watch(n.pool.SetSecrets)
 	lns = nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
@@ -146,12 +148,12 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 // the listener's own host when it is bound to one address, else the host
 // name (a container's name, which its peers resolve), with the port actually
 // bound.
-func derivePeerURL(hostname string, addr *net.TCPAddr) string {
+func derivePeerURL(scheme, hostname string, addr *net.TCPAddr) string {
 	host := hostname
 	if !addr.IP.IsUnspecified() {
 		host = addr.IP.String()
 	}
-	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
+	return scheme + "://" + net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }
 
 // addGroup builds a group's origin and adds the group to the cache node.
@@ -209,11 +211,17 @@ func (n *node) serve(lns []net.Listener) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET /ui/", page)
 	handlers := []http.Handler{mux}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {
-		handlers = append(handlers, peerHandler)
+		handlers = append(handlers, n.sec.peerHandler(peerHandler))
+		lns[1] = n.sec.peerListener(lns[1]) // mutual TLS, if configured
 	}
 	for i, ln := range lns {
 		srv := transport.NewServer(ln.Addr().String(), handlers[i])
@@ -237,6 +245,7 @@ type poolSetter struct {
 	pool    *transport.Pool
 	changed chan<- struct{}
 	forget  func(members []string) // drops the metrics of peers not in members
+	record  func(members []string) // notes the change in the membership timeline
 }
 
 var (
@@ -263,7 +272,9 @@ func (s poolSetter) applied(err error) error {
 	if err != nil {
 		return err // peers logs it; the Pool keeps its ring
 	}
-	s.forget(s.pool.Members())
+	members := s.pool.Members()
+	s.forget(members)
+	s.record(members)
 	select {
 	case s.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
@@ -274,7 +285,7 @@ func (s poolSetter) applied(err error) error {
 // setter returns the peers.Setter that feeds membership changes to the
 // Pool, to awaitMembers and to the metrics.
 func (n *node) setter() poolSetter {
-	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers}
+	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers, record: n.ui.record}
 }
 
 // join registers the node in etcd, or sets the static member list, and
@@ -308,6 +319,7 @@ func (n *node) join(ctx context.Context) error {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
 	n.reg = reg
+	n.served.Go(func() { n.ui.follow(reg) }) // ends when stop closes reg
 	return nil
 }
 
@@ -388,6 +400,7 @@ func (n *node) stop(ctx context.Context) {
 		}
 		wg.Wait()
 		n.served.Wait()
+		n.sec.close()
 		n.pool.Close()
 		n.log.Info("stopped", "dur", time.Since(start))
 	})

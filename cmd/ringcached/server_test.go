@@ -388,7 +388,7 @@ func TestDerivePeerURL(t *testing.T) {
 		{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 8081}, "http://127.0.0.1:8081"},
 		{&net.TCPAddr{IP: net.IPv6loopback, Port: 8082}, "http://[::1]:8082"},
 	} {
-		if got := derivePeerURL("node-a", tt.addr); got != tt.want {
+		if got := derivePeerURL("http", "node-a", tt.addr); got != tt.want {
 			t.Errorf("derivePeerURL(%v) = %q, want %q", tt.addr, got, tt.want)
 		}
 	}

@@ -1,0 +1,135 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHotKeys checks the order HotKeys reports: by the sketch's estimate,
+// then most recently used first, with main-cache keys left out.
+func TestHotKeys(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	// Node 1 owns every key but the "own" ones; node 0's copies go hot on
+	// their first miss and the counts never halve during the test.
+	owner := func(key string) int {
+		if strings.HasPrefix(key, "own") {
+			return 0
+		}
+		return 1
+	}
+	c := newCluster(t, 2, owner, GroupConfig{MaxBytes: 1 << 20, HotAfter: 1, HotWindow: time.Hour}, o.getter)
+	g := c.groups[0]
+	for _, k := range []string{"a", "b", "c", "own1", "d", "e"} {
+		mustGet(t, g, k, "v:"+k)
+	}
+	for range 3 {
+		g.freq.add("b")
+	}
+	g.freq.add("c")
+	mustGet(t, g, "a", "v:a") // a hot hit: a is now the most recently used
+
+	got := g.HotKeys(10)
+	var keys []string
+	var ests []int
+	for _, h := range got {
+		keys = append(keys, h.Key)
+		ests = append(ests, h.Estimate)
+		e, ok := g.hot.get(h.Key)
+		if !ok || h.Bytes != e.size {
+			t.Errorf("%s: Bytes %d, entry %v %d", h.Key, h.Bytes, ok, e.size)
+		}
+	}
+	if want := []string{"b", "c", "a", "e", "d"}; !slices.Equal(keys, want) {
+		t.Errorf("HotKeys = %v (estimates %v), want %v", keys, ests, want)
+	}
+	if want := []int{4, 2, 1, 1, 1}; !slices.Equal(ests, want) {
+		t.Errorf("estimates = %v, want %v", ests, want)
+	}
+	if top := g.HotKeys(2); len(top) != 2 || top[0].Key != "b" || top[1].Key != "c" {
+		t.Errorf("HotKeys(2) = %+v", top)
+	}
+	if g.HotKeys(0) != nil {
+		t.Error("HotKeys(0) is not nil")
+	}
+	// The owner keeps the keys in its main cache: nothing is hot there.
+	if hot := c.groups[1].HotKeys(10); len(hot) != 0 {
+		t.Errorf("owner's HotKeys = %+v, want none", hot)
+	}
+}
+
+// lease is a contact lease fixed by the test.
+type lease struct {
+	epoch uint64
+	ok    bool
+}
+
+func (l lease) Contact() (uint64, bool) { return l.epoch, l.ok }
+
+// TestHotKeysSkipsUnservable checks that a hot copy the group would not
+// serve is not reported, though the LRU still holds it: expired, under a
+// lapsed or renewed lease, or a remembered not-found.
+func TestHotKeysSkipsUnservable(t *testing.T) {
+	t.Parallel()
+	l := newLRU(1 << 20)
+	now := time.Now()
+	for _, c := range []struct {
+		key string
+		e   entry
+	}{
+		{"expired", entry{v: Value{Expires: now.Add(-time.Second)}, size: 10}},
+		{"later", entry{v: Value{Expires: now.Add(time.Hour)}, size: 20}},
+		{"forever", entry{size: 30}},
+		{"not-found", entry{notFound: true, size: 40}},
+		{"leased", entry{size: 50, src: lease{epoch: 7, ok: true}, stamp: 7}},
+		{"lapsed", entry{size: 60, src: lease{epoch: 7}, stamp: 7}},
+		{"lapsed-fallback", entry{size: 70, src: lease{epoch: 7}, stamp: 7, fallback: true}},
+		{"old-epoch", entry{size: 80, src: lease{epoch: 8, ok: true}, stamp: 7}},
+	} {
+		l.add(c.key, c.e, guard{})
+	}
+	got := l.recent(now)
+	want := []HotKey{{"lapsed-fallback", 0, 70}, {"leased", 0, 50}, {"forever", 0, 30}, {"later", 0, 20}}
+	if !slices.Equal(got, want) {
+		t.Errorf("recent = %+v\nwant     %+v", got, want)
+	}
+}
+
+// BenchmarkHotKeys measures a status page's look at a full hot cache of
+// 10,000 entries (the entries of an 8 MiB hot cache of 600-byte values),
+// against a Get hit of the same group in the same run for scale.
+func BenchmarkHotKeys(b *testing.B) {
+	g := newTestGroup(b, GroupConfig{MaxBytes: 64 << 20, HotBytes: 32 << 20}, func(context.Context, string) (Value, error) {
+		return Value{Data: []byte("v")}, nil
+	})
+	for i := range 10000 {
+		k := "key-" + strconv.Itoa(i)
+		g.freq.add(k)
+		v := Value{Data: make([]byte, 600)}
+		g.hot.add(k, entry{v: v, size: entrySize(k, v)}, guard{})
+	}
+	if _, n := g.hot.usage(); n != 10000 {
+		b.Fatalf("%d hot entries", n)
+	}
+	b.Run("op=hotkeys", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if len(g.HotKeys(10)) != 10 {
+				b.Fatal("short")
+			}
+		}
+	})
+	b.Run("op=get-hit", func(b *testing.B) {
+		ctx := context.Background()
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := g.Get(ctx, "key-1"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,242 @@
+package transport
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringcache/ringcache/consistenthash"
+)
+
+// RingInfo is one consistent view of a Pool's ring for an operator's page:
+// every field comes from the same membership.
+type RingInfo struct {
+	Self    string
+	Version uint64
+	Members []MemberInfo         // sorted by URL, this node included
+	Arcs    []consistenthash.Arc // consistenthash.Map.Arcs
+}
+
+// MemberInfo is what a Pool knows of one member.
+type MemberInfo struct {
+	URL    string
+	Self   bool
+	Weight int
+	Share  float64 // of the hash space
+	// Suspected is set while the member's circuit is open: this node
+	// could not reach it lately and skips it (see Suspected).
+	Suspected bool
+	// SeenVersion is the ring version the member last sent with a peer
+	// request or response. SeenAt is when it was heard from, at the
+	// latest: it may have been heard from since (see Info). SeenAt is zero
+	// when nothing has been heard from it. SeenStale is set when this
+	// node's ring has changed since that report, which then says nothing
+	// about the current ring. For this node: its own version, now.
+	SeenVersion uint64
+	SeenAt      time.Time
+	SeenStale   bool
+}
+
+// seenVersion is what was last heard from one peer.
+type seenVersion struct {
+	theirs atomic.Uint64 // the peer's ring version
+	ours   atomic.Uint64 // this node's ring version when it was heard
+	at     atomic.Int64  // Unix nanoseconds; see noteVersion
+	// looked is set by Info: the next report reads the clock into at.
+	looked atomic.Bool
+}
+
+// peerVersions holds each member's last reported ring version, by base
+// URL. It is touched on every peer request and response, so it is a
+// sync.Map of atomics that a request only reads once the peer has an
+// entry, until a look (Info, ProbeVersions) asks for a new time.
+type peerVersions struct {
+	m       sync.Map    // string -> *seenVersion
+	probing atomic.Bool // a ProbeVersions is running
+}
+
+// noteVersion records header, a peer's X-Ringcache-Ring-Version, as the
+// version peer last reported. Only members of st are recorded: a request
+// without a secret may claim any name, and the map must stay bounded.
+//
+// The clock is read only for the first report after a look or a change of
+// either version: on this machine kind a clock read costs as much as the
+// rest of the bookkeeping, and a page needs the time of a report no more
+// precisely than between two of its looks. So at is always the time of a
+// real report, never later than the latest one.
+func (p *Pool) noteVersion(st *poolState, peer, header string) {
+	if header == "" {
+		return
+	}
+	if _, ok := st.peers[peer]; !ok {
+		return
+	}
+	ours := st.ring.Version()
+	theirs := ours
+	if header != st.versionHeader[0] {
+		var err error
+		if theirs, err = strconv.ParseUint(header, 16, 64); err != nil {
+			return
+		}
+	}
+	e, ok := p.versions.m.Load(peer)
+	if !ok {
+		e, _ = p.versions.m.LoadOrStore(peer, new(seenVersion))
+	}
+	s := e.(*seenVersion)
+	stamp := s.at.Load() == 0 || s.looked.Load()
+	if s.theirs.Load() != theirs {
+		s.theirs.Store(theirs)
+		stamp = true
+	}
+	if s.ours.Load() != ours {
+		s.ours.Store(ours)
+		stamp = true
+	}
+	if stamp {
+		// 1: a look sets looked, 2: a report stores at, 1: the look reads
+		// the old at: the look errs on the old side, which only makes the
+		// page ask the peer again.
+		s.at.Store(p.now().UnixNano())
+		s.looked.Store(false)
+	}
+}
+
+// look returns what was last heard from member m and asks the next report
+// for a fresh time.
+func (p *Pool) look(m string, current uint64) (mi MemberInfo, ok bool) {
+	e, ok := p.versions.m.Load(m)
+	if !ok {
+		return MemberInfo{}, false
+	}
+	s := e.(*seenVersion)
+	if !s.looked.Load() {
+		s.looked.Store(true)
+	}
+	mi.SeenVersion, mi.SeenAt = s.theirs.Load(), time.Unix(0, s.at.Load())
+	mi.SeenStale = s.ours.Load() != current
+	return mi, true
+}
+
+// Info returns the ring, its arcs and each member's share, weight, last
+// reported version and whether it is suspected. Entries of peers that have
+// left the ring are dropped here.
+func (p *Pool) Info() RingInfo {
+	st := p.state.Load()
+	now := p.now()
+	suspected := p.Suspected()
+	shares := st.ring.Shares()
+	info := RingInfo{Self: p.cfg.Self, Version: st.ring.Version(), Arcs: st.ring.Arcs()}
+	for _, m := range st.members {
+		mi := MemberInfo{URL: m, Self: m == p.cfg.Self, Weight: ringWeight(st.ring, m), Share: shares[m]}
+		if mi.Self {
+			mi.SeenVersion, mi.SeenAt = info.Version, now
+		} else {
+			mi.Suspected = slices.Contains(suspected, m)
+			if seen, ok := p.look(m, info.Version); ok {
+				mi.SeenVersion, mi.SeenAt, mi.SeenStale = seen.SeenVersion, seen.SeenAt, seen.SeenStale
+			}
+		}
+		info.Members = append(info.Members, mi)
+	}
+	p.versions.m.Range(func(k, _ any) bool {
+		if _, ok := st.peers[k.(string)]; !ok {
+			p.versions.m.Delete(k)
+		}
+		return true
+	})
+	return info
+}
+
+// Locate returns key's owner, where key falls on the circle (its place
+// among Info's Arcs) and the version of the ring that says so.
+func (p *Pool) Locate(key string) (owner string, hash uint32, version uint64) {
+	st := p.state.Load()
+	return st.ring.Get(key), st.ring.KeyHash(key), st.ring.Version()
+}
+
+// ProbeVersions asks every peer that has not been heard from within fresh,
+// or not since this node's ring last changed, for its ring version, so that a status page can tell whether the nodes
+// agree on an idle cluster too. A probe is a signed GET of the base path
+// itself, which the peer route answers with its version and an error
+// status before it looks at any group; it goes around the peer clients, so
+// it moves no metric and no circuit. Suspected peers are skipped. It
+// returns when every probe has answered or failed, within ctx and
+// Config.PeerTimeout. A call while another runs returns at once: however
+// many pages poll, a peer has at most one probe in flight from this node.
+func (p *Pool) ProbeVersions(ctx context.Context, fresh time.Duration) {
+	if !p.versions.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer p.versions.probing.Store(false)
+	st := p.state.Load()
+	now := p.now()
+	suspected := p.Suspected()
+	var wg sync.WaitGroup
+	for _, m := range st.members {
+		pe, ok := st.peers[m]
+		if !ok || slices.Contains(suspected, m) {
+			continue
+		}
+		if seen, ok := p.look(m, st.ring.Version()); ok && !seen.SeenStale && now.Sub(seen.SeenAt) < fresh {
+			continue
+		}
+		wg.Go(func() { p.probeVersion(ctx, st, pe) })
+	}
+	wg.Wait()
+}
+
+func (p *Pool) probeVersion(ctx context.Context, st *poolState, pe *peer) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.PeerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pe.url+p.cfg.BasePath, nil)
+	if err != nil {
+		return
+	}
+	req.Header[hdrPeer] = p.selfHeader
+	req.Header[hdrRingVersion] = st.versionHeader
+	p.auth.sign(req, pe.url, nil, p.now())
+	res, err := p.client.Do(req)
+	if err != nil {
+		return // the page shows how long ago the peer was last heard from
+	}
+	// Drain the short error body so that the connection is reused.
+	io.Copy(io.Discard, io.LimitReader(res.Body, 4<<10))
+	res.Body.Close()
+	p.noteVersion(p.state.Load(), pe.url, res.Header.Get(hdrRingVersion))
+}
+
+// Agreement sums up Info's members: how many reported this node's ring
+// version within fresh of now, how many reported another one, and how many
+// have not been heard from within fresh or since this node's ring changed.
+// This node counts as agreeing.
+func (r RingInfo) Agreement(now time.Time, fresh time.Duration) (agree, differ, unknown int) {
+	for _, m := range r.Members {
+		switch {
+		case m.SeenAt.IsZero() || m.SeenStale || now.Sub(m.SeenAt) > fresh:
+			unknown++
+		case m.SeenVersion == r.Version:
+			agree++
+		default:
+			differ++
+		}
+	}
+	return agree, differ, unknown
+}
+
+// ringWeight returns a member's weight: a ring of explicit arcs has none
+// (every member takes an equal share), so 1 for its members.
+func ringWeight(r ring, m string) int {
+	if w, ok := r.(interface{ Weight(string) int }); ok {
+		return w.Weight(m)
+	}
+	if slices.Contains(r.Nodes(), m) {
+		return 1
+	}
+	return 0
+}

@@ -22,6 +22,11 @@ type NodeConfig struct {
 	// accepted. If Pool.Logger is nil, the Pool logs to Logger.
 	Pool Config
 
+	// Public configures the public API (Handler) beyond what the node sets
+	// itself: its MaxKeyBytes must be zero or Pool's (the node passes Pool's
+	// MaxKeyBytes), and if its Logger is nil it logs to Logger.
+	Public HandlerConfig
+
 	// HandoffWindow is the cache's (cache.Config.HandoffWindow): how long
 	// after a ring change the node keeps the values of keys it no longer
 	// owns for their new owners. If zero, one minute; negative, none.
@@ -110,7 +115,16 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: log, pool: pool}
 	n.cache = cache.New(cache.Config{Peers: pool, Logger: log, Tenure: n.tenure, HandoffWindow: cfg.HandoffWindow})
-	api, err := NewHandler(n.cache, HandlerConfig{MaxKeyBytes: pool.Config().MaxKeyBytes, Logger: log})
+	hc := cfg.Public
+	if mk := pool.Config().MaxKeyBytes; hc.MaxKeyBytes != 0 && hc.MaxKeyBytes != mk {
+		pool.Close()
+		return nil, fmt.Errorf("%w: Public.MaxKeyBytes %d differs from Pool.MaxKeyBytes %d: the peer route would refuse keys the public route accepts", ErrConfig, hc.MaxKeyBytes, mk)
+	}
+	hc.MaxKeyBytes = pool.Config().MaxKeyBytes
+	if hc.Logger == nil {
+		hc.Logger = log
+	}
+	api, err := NewHandler(n.cache, hc)
 	if err != nil {
 		pool.Close()
 		return nil, err
@@ -247,22 +261,32 @@ var ErrNodeStopped = errors.New("transport: node shut down")
 // Serve serves h on ln, in an http.Server from NewServer, until Shutdown:
 // it returns http.ErrServerClosed then, like http.Server.Serve, or another
 // error if serving failed. A nil h serves the node itself (both route sets).
-// Shutdown drains every server that Serve runs.
 func (n *Node) Serve(ln net.Listener, h http.Handler) error {
 	if h == nil {
 		h = n
 	}
 	srv := NewServer(ln.Addr().String(), h)
 	srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
-	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
+	if err := n.AddServer(srv); err != nil {
 		ln.Close()
+		return err
+	}
+	return srv.Serve(ln)
+}
+
+// AddServer makes Shutdown stop srv (http.Server.Shutdown, then Close if
+// ctx ends first) once the node has left the ring, before it waits for the
+// loads: for a server configured by the caller (TLS, its own timeouts or
+// listeners) that serves the node's handlers. Serve adds the servers it
+// runs. It returns ErrNodeStopped once Shutdown has begun.
+func (n *Node) AddServer(srv *http.Server) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
 		return ErrNodeStopped
 	}
 	n.servers = append(n.servers, srv)
-	n.mu.Unlock()
-	return srv.Serve(ln)
+	return nil
 }
 
 // Shutdown stops the node within ctx, in the order that loses nothing:
@@ -273,9 +297,9 @@ func (n *Node) Serve(ln net.Listener, h http.Handler) error {
 //     and hands the values it owns to their next owners (Pool.Drain),
 //     within half of ctx's remaining time, then closes the membership. It
 //     keeps serving reads and hand-offs meanwhile;
-//  3. its servers (those that Serve runs) finish the requests in flight and
-//     close, and it waits for requests in flight through its handlers in
-//     any other server;
+//  3. its servers (those that Serve runs and AddServer adds) finish the
+//     requests in flight and close, and it waits for requests in flight
+//     through its handlers in any other server;
 //  4. it waits for the loads still running, detached from their callers
 //     (cache.Node.Close), and closes the Pool.
 //

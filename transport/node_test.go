@@ -315,3 +315,63 @@ func mustListen(t *testing.T) net.Listener {
 	}
 	return ln
 }
+
+// TestNewNodeRefuses: a config that the Pool or the handler refuses, or one
+// whose public key limit differs from the peer route's, is an error.
+func TestNewNodeRefuses(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]NodeConfig{
+		"no Self":          {},
+		"bad Self":         {Pool: Config{Self: "tcp://x"}},
+		"two key limits":   {Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: HandlerConfig{MaxKeyBytes: 250}},
+		"negative replica": {Pool: Config{Self: "http://127.0.0.1:1", Replicas: -1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n, err := NewNode(cfg)
+			if err == nil {
+				n.Shutdown(t.Context())
+				t.Fatal("NewNode accepted it")
+			}
+			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrBadPeer) {
+				t.Fatalf("error %v matches neither ErrConfig nor ErrBadPeer", err)
+			}
+		})
+	}
+	n, err := NewNode(NodeConfig{Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: HandlerConfig{MaxKeyBytes: 300}})
+	if err != nil {
+		t.Fatalf("equal key limits: %v", err)
+	}
+	n.Shutdown(t.Context())
+}
+
+// TestAddServer: Shutdown stops a server the caller configured and added,
+// and refuses servers added after it began.
+func TestAddServer(t *testing.T) {
+	t.Parallel()
+	ln := mustListen(t)
+	n, err := NewNode(NodeConfig{Pool: Config{Self: "http://" + ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: n.PublicHandler(), ReadHeaderTimeout: time.Second}
+	if err := n.AddServer(srv); err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	c := testClient(t)
+	if r := mustDo(t, c, http.MethodGet, "http://"+ln.Addr().String()+"/readyz", nil); r.status != http.StatusOK {
+		t.Fatalf("/readyz: %d", r.status)
+	}
+	c.CloseIdleConnections()
+	if err := n.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v, want http.ErrServerClosed", err)
+	}
+	if err := n.AddServer(&http.Server{}); !errors.Is(err, ErrNodeStopped) {
+		t.Fatalf("AddServer after Shutdown: %v, want ErrNodeStopped", err)
+	}
+}

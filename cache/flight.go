@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+
+	"github.com/ringcache/ringcache/internal/inflight"
 )
 
 // errGoexit is the result of a load whose function called runtime.Goexit
@@ -30,7 +32,7 @@ type flight struct {
 
 	// running, if not nil, counts the loads in progress, so that their
 	// owner can wait for the detached ones (Node.Close).
-	running *tracker
+	running *inflight.Counter
 }
 
 // call is one load in progress; val and err are written before done is
@@ -61,7 +63,7 @@ func (f *flight) do(ctx context.Context, key string, fn func() (Value, error)) (
 	f.mu.Unlock()
 	// Counted before the goroutine starts, so that a Close that begins
 	// after do returns waits for it.
-	f.running.add()
+	f.running.Add()
 	if ctx.Done() == nil {
 		f.run(key, c, fn)
 	} else {
@@ -90,7 +92,7 @@ func (f *flight) run(key string, c *call, fn func() (Value, error)) {
 		// wakes and calls again starts a new load rather than joining this one.
 		f.forget(key, c)
 		close(c.done)
-		f.running.done()
+		f.running.Done()
 	}()
 	c.val, c.err = fn()
 	normal = true
@@ -105,56 +107,4 @@ func (f *flight) forget(key string, c *call) {
 		delete(f.calls, key)
 	}
 	f.mu.Unlock()
-}
-
-// tracker counts work in progress and lets a caller wait until there is
-// none. Unlike a sync.WaitGroup, add may race with wait: a load can start
-// while a Close waits. The zero tracker is ready; a nil one counts nothing.
-type tracker struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while n == 0
-}
-
-func (t *tracker) add() {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	t.mu.Unlock()
-}
-
-func (t *tracker) done() {
-	if t == nil {
-		return
-	}
-	t.mu.Lock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-		t.idle = nil
-	}
-	t.mu.Unlock()
-}
-
-// wait returns nil once nothing is in progress, or ctx's error if it ends
-// first.
-func (t *tracker) wait(ctx context.Context) error {
-	for {
-		t.mu.Lock()
-		idle := t.idle
-		t.mu.Unlock()
-		if idle == nil {
-			return nil
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/inflight"
 )
 
 // defaultHandoffWindow is Config.HandoffWindow's default: long enough for
@@ -22,9 +24,9 @@ type Node struct {
 	tenure  func() (uint64, bool)
 	handoff time.Duration // Config.HandoffWindow with its default
 	log     *slog.Logger
-	retired atomic.Bool // see Retire
-	closed  atomic.Bool // see Close
-	loads   tracker     // the groups' loads and fetches in progress
+	retired atomic.Bool      // see Retire
+	closed  atomic.Bool      // see Close
+	loads   inflight.Counter // the groups' loads and fetches in progress
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
@@ -68,7 +70,7 @@ func (n *Node) Close(ctx context.Context) error {
 	for _, g := range n.Groups() {
 		g.closeHandoff()
 	}
-	return n.loads.wait(ctx)
+	return n.loads.Wait(ctx)
 }
 
 // RingChanged drops, in every group, what the node may no longer serve

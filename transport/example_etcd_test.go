@@ -7,13 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"sync"
-	"time"
-
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/peers"
@@ -65,34 +59,16 @@ func ExampleNode() {
 	// HTTP: 200 profile of alice
 }
 
-// exampleEtcd starts a single-member etcd on loopback for the example and
-// returns its client URL and a function that stops it and removes its data.
+// exampleEtcd starts an etcd on loopback for the example and returns its
+// client URL and a function that stops it and removes its data.
 func exampleEtcd() (string, func()) {
 	dir, err := os.MkdirTemp("", "ringcache-example-etcd")
 	if err != nil {
 		log.Fatal(err)
 	}
-	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{local}, []url.URL{local}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{local}, []url.URL{local}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
+	u, stop, err := transport.EmbeddedEtcd(dir)
 	if err != nil {
 		log.Fatal(err)
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		log.Fatal("etcd not ready after 30s")
-	}
-	var once sync.Once // embed.Etcd.Close panics when called twice
-	return "http://" + e.Clients[0].Addr().String(), func() {
-		once.Do(func() {
-			e.Close()
-			os.RemoveAll(dir)
-		})
-	}
+	return u, func() { stop(); os.RemoveAll(dir) }
 }

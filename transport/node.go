@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/inflight"
 )
 
 // NodeConfig configures a Node.
@@ -83,7 +84,7 @@ type Node struct {
 
 	member   atomic.Pointer[memberBox]
 	stopping atomic.Bool
-	requests inflight // requests through the node's handlers; see track
+	requests inflight.Counter // requests through the node's handlers; see track
 
 	mu      sync.Mutex
 	servers []*http.Server // guarded by mu
@@ -149,8 +150,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 // when a server it does not own serves them.
 func (n *Node) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.requests.add(1)
-		defer n.requests.add(-1)
+		n.requests.Add()
+		defer n.requests.Done()
 		h.ServeHTTP(w, r)
 	})
 }
@@ -335,7 +336,7 @@ func (n *Node) stop(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	if err := n.requests.wait(ctx); err != nil {
+	if err := n.requests.Wait(ctx); err != nil {
 		n.log.Warn("requests in other servers still running at the shutdown deadline")
 	}
 
@@ -380,44 +381,5 @@ func (n *Node) leave(ctx context.Context, m Membership) {
 		// Close is bounded by the membership (an etcd lease's TTL), after
 		// which the registration is gone anyway; the requests need the time.
 		n.log.Warn("leaving the ring: timed out; the registration expires by itself")
-	}
-}
-
-// inflight counts requests in progress. Unlike a sync.WaitGroup, it may
-// count a new request while Shutdown waits: a server that the node does not
-// own can still pass requests to its handlers.
-type inflight struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while n == 0
-}
-
-func (c *inflight) add(d int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == 0 {
-		c.idle = make(chan struct{})
-	}
-	c.n += d
-	if c.n == 0 {
-		close(c.idle)
-		c.idle = nil
-	}
-}
-
-// wait returns nil once no request is in progress, or ctx's error first.
-func (c *inflight) wait(ctx context.Context) error {
-	for {
-		c.mu.Lock()
-		idle := c.idle
-		c.mu.Unlock()
-		if idle == nil {
-			return nil
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 }

@@ -31,28 +31,41 @@ var (
 	_ Membership           = (*peers.Registry)(nil)
 )
 
-// startEtcd runs a real single-member etcd on loopback for the test.
-func startEtcd(t *testing.T) string {
-	t.Helper()
+// EmbeddedEtcd starts a real single-member etcd on loopback with its data
+// in dir, for the tests and examples of this package (the examples live in
+// transport_test), and returns its client URL and a function that stops it.
+func EmbeddedEtcd(dir string) (clientURL string, stop func(), err error) {
 	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
 	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
+	cfg.Dir = dir
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{local}, []url.URL{local}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{local}, []url.URL{local}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	var once sync.Once // embed.Etcd.Close panics when called twice
-	t.Cleanup(func() { once.Do(e.Close) })
+	stop = func() { once.Do(e.Close) }
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready after 30s")
+		stop()
+		return "", nil, errors.New("etcd not ready after 30s")
 	}
-	return "http://" + e.Clients[0].Addr().String()
+	return "http://" + e.Clients[0].Addr().String(), stop, nil
+}
+
+// startEtcd runs an EmbeddedEtcd for the test.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	u, stop, err := EmbeddedEtcd(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return u
 }
 
 // etcdNode is a Node registered through etcd and serving on loopback.

@@ -108,12 +108,12 @@ const defaultGroupBytes = 64 << 20
 func DefaultConfig() Config {
 	return Config{
 		Listen:          ":8080",
-		Cluster:         "default",
-		LeaseTTL:        5 * time.Second,
-		HoldDown:        2 * time.Second,
+		Cluster:         peers.DefaultCluster,
+		LeaseTTL:        peers.DefaultTTL,
+		HoldDown:        peers.DefaultHoldDown,
 		LogLevel:        "info",
 		LogFormat:       "text",
-		MaxKeyBytes:     250,
+		MaxKeyBytes:     transport.DefaultMaxKeyBytes,
 		Hash:            "xxhash",
 		Replicas:        160,
 		Weight:          1,
@@ -150,13 +150,13 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Etcd = splitList(v); return nil }},
 	{name: "peers", def: `""`, list: true, usage: "comma-separated peer URLs of the other nodes, when -etcd is empty",
 		set: func(c *Config, v string) error { c.Peers = splitList(v); return nil }},
-	{name: "cluster", def: "default", usage: "cluster name: the ring's key prefix in etcd",
+	{name: "cluster", def: peers.DefaultCluster, usage: "cluster name: the ring's key prefix in etcd",
 		set: func(c *Config, v string) error { c.Cluster = v; return nil }},
 	{name: "node-id", def: "<hostname>", usage: "this node's ID in etcd",
 		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
-	{name: "lease-ttl", def: "5s", usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
+	{name: "lease-ttl", def: peers.DefaultTTL.String(), usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
 		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
-	{name: "hold-down", def: "2s", usage: "how long a member whose key vanished stays in the ring",
+	{name: "hold-down", def: peers.DefaultHoldDown.String(), usage: "how long a member whose key vanished stays in the ring",
 		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
 	// Peer security: the cluster secret, protected mode and mutual TLS
 	// (security.go).
@@ -176,7 +176,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{name: "log-format", def: "text", usage: "text or json",
 		set: func(c *Config, v string) error { c.LogFormat = v; return nil }},
-	{name: "max-key-bytes", def: "250", usage: "longest key accepted, in bytes",
+	{name: "max-key-bytes", def: strconv.Itoa(transport.DefaultMaxKeyBytes), usage: "longest key accepted, in bytes",
 		set: func(c *Config, v string) error { return parseInt(&c.MaxKeyBytes, v) }},
 	// xxhash with 160 points balances a small cluster within a few percent;
 	// groupcache's defaults (crc32, 50) give three nodes shares as far apart
@@ -189,7 +189,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
 	{name: "placement", def: "hashed", usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
 		set: func(c *Config, v string) error { c.Placement = v; return nil }},
-	{name: "positions", def: "16", usage: "with -placement ranges: arcs a joining node takes",
+	{name: "positions", def: strconv.Itoa(consistenthash.DefaultPositions), usage: "with -placement ranges: arcs a joining node takes",
 		set: func(c *Config, v string) error { return parseInt(&c.Positions, v) }},
 	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
@@ -198,9 +198,9 @@ var settings = []setting{
 	// sends 102 Processing every third of it, so a slow origin is waited
 	// for (up to the group's load-timeout): only a hung or paused node is
 	// timed out.
-	{name: "peer-timeout", def: "1s", usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
+	{name: "peer-timeout", def: transport.DefaultPeerTimeout.String(), usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
 		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
-	{name: "copy-lease", def: "1s", usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
+	{name: "copy-lease", def: transport.DefaultLeaseTTL.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
 		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
 }
 

@@ -39,7 +39,7 @@
 // only under contact leases (lease.go), so a node the owner could not reach
 // cannot serve the old value past its lease, and the owner waits that long
 // before it answers. A request that
-// arrives on the peer route is served by cache.Group.GetLocal and never
+// arrives on the peer route is served by cache.PeerView.Get and never
 // forwarded again (the one-hop rule), so nodes that briefly disagree about
 // the ring cannot bounce a request between them.
 //

@@ -35,6 +35,13 @@ type Value struct {
 	// Stale, in a Value returned by Get or PeerView.Get, says that it is past
 	// its expiry, served within a stale window.
 	Stale bool
+	// Checksum is Checksum(Data), set by the cache when it stores the
+	// value, so that every read of a cached value gets it without hashing
+	// Data again (the transport's ETag is built from it). It is ignored on
+	// input and recomputed, so that a Value copied from a Get and given new
+	// Data cannot carry a stale one; zero in a value that was not stored
+	// (compute it then, as for an empty Data, whose checksum is zero).
+	Checksum uint64
 }
 
 // A Getter loads a key from the origin. It returns ErrNotFound (possibly

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,6 +128,8 @@ func (g guard) holds() bool {
 // the whole budget is not stored, but still replaces (removes) the old
 // entry. add reports whether e was stored.
 func (l *lru) add(key string, e entry, g guard) bool {
+	// Once per store, outside the lock, rather than once per read.
+	e.v.Checksum = Checksum(e.v.Data)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !g.holds() {
@@ -138,6 +141,9 @@ func (l *lru) add(key string, e entry, g guard) bool {
 	if e.size > l.maxBytes {
 		return false
 	}
+	// A key from a request is a substring of its request line: kept as
+	// is, it would hold the whole line alive, uncounted.
+	key = strings.Clone(key)
 	l.c.Add(key, e)
 	l.bytes += e.size
 	for l.bytes > l.maxBytes {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,29 +172,92 @@ func TestLRUGuardDiscardsStaleAdd(t *testing.T) {
 }
 
 // TestEntryOverheadMatchesHeap measures what an entry really costs, so that
-// entryOverhead (and MaxBytes with it) stays close to the heap.
+// entryOverhead (and MaxBytes with it) stays close to the heap: "bytes"
+// means bytes. An entry holds its key and value in allocations of their
+// own, as a loaded value does, rounded up to the allocator's size classes;
+// the content type is either one shared string (every demo value) or one
+// allocated per value (an HTTP origin's header). For every value size the
+// heap per entry must be between 85% and 105% of what the budget is charged.
 func TestEntryOverheadMatchesHeap(t *testing.T) {
 	if testing.Short() {
-		t.Skip("measures the heap over 50,000 entries")
+		t.Skip("measures the heap over thousands of entries")
 	}
-	const n = 50000
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = "k" + strconv.Itoa(i)
+	const contentType = "text/plain; charset=utf-8"
+	for _, tc := range []struct {
+		name     string
+		size, n  int
+		ownCT    bool // a content type string per entry
+		prebuilt bool // the value sizes say: key and value only
+	}{
+		{name: "empty", size: 0, n: 50000},
+		{name: "100B", size: 100, n: 50000},
+		{name: "100B, own content type", size: 100, n: 50000, ownCT: true},
+		{name: "1KiB", size: 1 << 10, n: 20000},
+		{name: "1KiB, own content type", size: 1 << 10, n: 20000, ownCT: true},
+		{name: "64KiB", size: 64 << 10, n: 600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := make([]string, tc.n)
+			for i := range keys {
+				keys[i] = "key-" + strconv.Itoa(1000000+i)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			l := newLRU(1 << 40)
+			var charged int64
+			for _, k := range keys {
+				// A key of its own, as a request's path is not kept.
+				k = strings.Clone(k)
+				v := Value{Data: make([]byte, tc.size)}
+				if tc.size > 0 {
+					v.ContentType = contentType
+					if tc.ownCT {
+						v.ContentType = strings.Clone(contentType)
+					}
+				}
+				e := entry{v: v, size: entrySize(k, v)}
+				charged += e.size
+				l.add(k, e, guard{})
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+			runtime.KeepAlive(l)
+			ratio := heap / float64(charged)
+			t.Logf("%d entries: heap %.0f bytes per entry, charged %.0f (heap / charged %.3f); entryOverhead %d",
+				tc.n, heap/float64(tc.n), float64(charged)/float64(tc.n), ratio, entryOverhead)
+			// Charging more than the heap holds wastes budget; charging less
+			// lets the heap outgrow it, which is worse.
+			if ratio < 0.85 || ratio > 1.05 {
+				t.Fatalf("heap / charged = %.3f: an entry of %d bytes costs %.0f bytes of heap but %.0f of the budget", ratio, tc.size, heap/float64(tc.n), float64(charged)/float64(tc.n))
+			}
+		})
 	}
+}
+
+// TestLRUKeepsOnlyTheKey stores a key cut from a larger string, as a
+// request's key is cut from its request line: the entry must not keep the
+// larger string alive, which its accounting would not see.
+func TestLRUKeepsOnlyTheKey(t *testing.T) {
+	const n, line = 2000, 4096
+	l := newLRU(1 << 40)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	l := newLRU(1 << 40)
-	for _, k := range keys {
-		l.add(k, entry{size: 1}, guard{})
+	for i := range n {
+		s := strings.Repeat("x", line) + strconv.Itoa(i)
+		key := s[line-8:]
+		v := val(1)
+		l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
 	runtime.KeepAlive(l)
-	if per < 0.8*entryOverhead || per > 1.2*entryOverhead {
-		t.Fatalf("an entry costs %.0f bytes of heap; entryOverhead is %d", per, entryOverhead)
+	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n; per > line/2 {
+		t.Fatalf("each entry holds %d bytes of heap: the %d-byte strings its keys were cut from stay alive", per, line)
 	}
-	t.Logf("measured %.0f bytes per entry, entryOverhead %d", per, entryOverhead)
+	if _, ok := l.get(strings.Repeat("x", 8) + "7"); !ok {
+		t.Fatal("a stored key is not found")
+	}
 }

@@ -99,6 +99,29 @@ node_port() {
 	printf '%s\n' "${!var:-808$n}"
 }
 
+# load_write_token exports RINGCACHE_WRITE_TOKEN, the bearer token public
+# writes need: the caller's, else the one generated on first use and kept in
+# deploy/.write-token (git ignores it), whose path goes to token_from.
+load_write_token() {
+	local file="$deploy_dir/.write-token"
+	if [ -z "${RINGCACHE_WRITE_TOKEN:-}" ]; then
+		if [ ! -s "$file" ]; then
+			(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$file")
+		fi
+		RINGCACHE_WRITE_TOKEN=$(cat "$file")
+		token_from=$file
+	fi
+	export RINGCACHE_WRITE_TOKEN
+}
+
+# admin_port prints the host port of a node's /debug routes:
+# RINGCACHE_NODE<n>_ADMIN_PORT when they have their own listener, else node_port.
+admin_port() {
+	local n=${1#node} var
+	var="RINGCACHE_NODE${n}_ADMIN_PORT"
+	if [ -n "${!var:-}" ]; then printf '%s\n' "${!var}"; else node_port "$1"; fi
+}
+
 # running_nodes prints the node services that are running, one a line.
 running_nodes() {
 	local services
@@ -110,7 +133,7 @@ running_nodes() {
 # /debug/ring, or fails. Plain sed, so the scripts need no jq.
 ring_of() {
 	local json self members
-	json=$(curl -fsS --max-time 2 "http://127.0.0.1:$(node_port "$1")/debug/ring" | tr -d ' \t\r\n') || return 1
+	json=$(curl -fsS --max-time 2 "http://127.0.0.1:$(admin_port "$1")/debug/ring" | tr -d ' \t\r\n') || return 1
 	self=$(sed -n 's/.*"self":"\([^"]*\)".*/\1/p' <<<"$json")
 	members=$(sed -n 's/.*"members":\[\([^]]*\)\].*/\1/p' <<<"$json" | tr -d '"' | tr ',' '\n' | sort | paste -sd, -)
 	[ -n "$self" ] && [ -n "$members" ] || return 1

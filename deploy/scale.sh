@@ -9,6 +9,7 @@ source "$(dirname "$0")/lib.sh"
 case "${1:-}" in
 up)
 	log "starting node4"
+	load_write_token # the same token as the others
 	compose up -d --no-deps node4
 	;;
 down)

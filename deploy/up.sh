@@ -12,6 +12,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
+load_write_token
+
 if [ "${RINGCACHE_SKIP_BUILD:-}" != 1 ]; then
 	build
 fi
@@ -41,3 +43,7 @@ else
 	compose up -d "${services[@]}"
 fi
 wait_ready node1 node2 node3
+port1=$(node_port node1)
+log "public writes need the write token${token_from:+ (in $token_from)}:"
+printf '  curl -i -X PUT -H "Authorization: Bearer %s" --data "my value" http://127.0.0.1:%s/cache/demo/mine\n' "$RINGCACHE_WRITE_TOKEN" "$port1" >&2
+printf '  curl -i -X DELETE -H "Authorization: Bearer %s" http://127.0.0.1:%s/cache/demo/mine\n' "$RINGCACHE_WRITE_TOKEN" "$port1" >&2

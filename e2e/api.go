@@ -100,7 +100,14 @@ type API struct {
 func NewAPI(timeout time.Duration) *API {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 16
+	tr.IdleConnTimeout = clientIdleTimeout
 	return &API{client: &http.Client{Timeout: timeout, Transport: tr}}
+}
+
+// SetWriteToken makes the API's PUTs and DELETEs carry token; call it
+// before the API is used.
+func (a *API) SetWriteToken(token string) {
+	a.client.Transport = withWriteToken(a.client.Transport, token)
 }
 
 // Close releases idle connections.

@@ -67,6 +67,9 @@ type ComposeConfig struct {
 	Project string
 	// Secret is the cluster secret: if empty, a random one.
 	Secret string
+	// WriteToken is the bearer token public writes need: if empty, a
+	// random one.
+	WriteToken string
 	// Groups is the daemon's group setting (RINGCACHE_GROUP); required.
 	Groups string
 	// Env holds more VAR=value settings for the scripts, after ours.
@@ -110,6 +113,11 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 		rand.Read(b)
 		cfg.Secret = hex.EncodeToString(b)
 	}
+	if cfg.WriteToken == "" {
+		b := make([]byte, 32)
+		rand.Read(b)
+		cfg.WriteToken = hex.EncodeToString(b)
+	}
 	if cfg.Log == nil {
 		cfg.Log = func(string, ...any) {}
 	}
@@ -132,6 +140,7 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 	c.env = append(c.env,
 		"COMPOSE_PROJECT_NAME="+cfg.Project,
 		"RINGCACHE_SECRET="+cfg.Secret,
+		"RINGCACHE_WRITE_TOKEN="+cfg.WriteToken,
 		"RINGCACHE_GROUP="+cfg.Groups,
 	)
 	if os.Getenv("RINGCACHE_SKIP_BUILD") != "1" {
@@ -170,6 +179,9 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 
 // Project returns the Compose project name.
 func (c *Compose) Project() string { return c.cfg.Project }
+
+// WriteToken returns the bearer token the cluster's public writes need.
+func (c *Compose) WriteToken() string { return c.cfg.WriteToken }
 
 // Nodes implements Cluster.
 func (c *Compose) Nodes() []string {

@@ -69,6 +69,8 @@ type LoadConfig struct {
 	// Writer names the generator in the values it writes: if empty, "load".
 	// Each value is "<writer> #<sequence> <key>", unique in the run.
 	Writer string
+	// WriteToken, if not empty, is sent with every write as a bearer token.
+	WriteToken string
 	// History, if not nil, receives every read and write.
 	History *History
 }
@@ -172,9 +174,10 @@ func NewLoad(cfg LoadConfig) (*Load, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Workers
+	tr.IdleConnTimeout = clientIdleTimeout
 	l := &Load{
 		cfg:    cfg,
-		client: &http.Client{Timeout: cfg.Timeout, Transport: tr},
+		client: &http.Client{Timeout: cfg.Timeout, Transport: withWriteToken(tr, cfg.WriteToken)},
 		stop:   make(chan struct{}),
 	}
 	l.written = make(map[string]bool, len(cfg.WriteKeys))

@@ -159,8 +159,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	r.mu.Unlock()
 
 	updates := make(chan update)
-	r.wg.Add(4)
-	go r.tenure.watchStalls(r.ctx, &r.wg)
+	r.wg.Add(3)
 	go r.keepRegistered(ka, stopKA)
 	go r.watch(rev+1, updates)
 	go func() {

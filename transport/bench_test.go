@@ -1,10 +1,15 @@
 package transport
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,30 +22,6 @@ import (
 
 var benchSizes = []int{1 << 10, 64 << 10}
 
-// benchOwner returns a two-node cluster whose second node owns key and holds
-// its value (of size bytes) in its main cache.
-func benchOwner(b *testing.B, size int) (nodes []*testNode, key string) {
-	nodes, _ = newCluster(b, 2, clusterOpts{
-		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
-			return cache.Value{Data: []byte(strings.Repeat("x", size))}, nil
-		},
-	})
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprint("bench-", i); nodes[0].pool.Owner(k) == nodes[1].url {
-			key = k
-		}
-	}
-	if _, err := nodes[1].group.Get(b.Context(), key); err != nil {
-		b.Fatal(err)
-	}
-	return nodes, key
-}
-
-// BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
-// client, the owner's peer handler serving from its main cache, and the
-// response decoded. parallel=true runs 32 callers per CPU. client=groupcache is groupcache's own HTTPPool client
-// (http.DefaultTransport, 2 idle connections per host) against the same
-// ringcache owner.
 // fetches runs fetch for the benchmark: b.N times in a row, or from 32
 // goroutines per CPU if parallel (more concurrent fetches than groupcache's
 // 2 idle connections per host). A failure in a parallel worker is reported
@@ -48,6 +29,7 @@ func benchOwner(b *testing.B, size int) (nodes []*testNode, key string) {
 func fetches(b *testing.B, size int, parallel bool, fetch func() error) {
 	b.ReportAllocs()
 	b.SetBytes(int64(size))
+	defer reportCPU(b)()
 	if parallel {
 		b.SetParallelism(32)
 		b.RunParallel(func(pb *testing.PB) {
@@ -67,35 +49,135 @@ func fetches(b *testing.B, size int, parallel bool, fetch func() error) {
 	}
 }
 
+// reportCPU starts counting the process's CPU time; the function it returns
+// reports it per op as cpu-ns/op. Client and server run in this process, so
+// that is the whole cost of an exchange, and it depends far less than ns/op
+// on what else runs on the machine.
+func reportCPU(b *testing.B) func() {
+	start, ok := cpuTime()
+	return func() {
+		if end, ok2 := cpuTime(); ok && ok2 && b.N > 0 {
+			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+		}
+	}
+}
+
+// peerOwner is a node alone in its ring, holding one value in its main
+// cache and serving its peer routes on loopback with HTTP/1.1 and, for
+// clients that open with HTTP/2's preface, unencrypted HTTP/2.
+type peerOwner struct {
+	url   string
+	key   string
+	value []byte
+}
+
+func newPeerOwner(b *testing.B, size int) *peerOwner {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := &peerOwner{url: "http://" + ln.Addr().String(), key: "bench-key",
+		value: bytes.Repeat([]byte("v"), size)}
+	pool, err := NewPool(Config{Self: o.url})
+	if err != nil {
+		b.Fatal(err)
+	}
+	node := cache.New(cache.Config{Peers: pool})
+	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
+			return cache.Value{Data: o.value}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := g.Get(b.Context(), o.key); err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer("", pool.PeerHandler(node))
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return o
+}
+
+// peerClients are the peer clients BenchmarkPeerFetch compares: each
+// returns the transport a Pool's client uses.
+var peerClients = []struct {
+	name      string
+	transport func(Config) http.RoundTripper
+}{
+	{"direct", func(cfg Config) http.RoundTripper { return newPeerTransport(cfg, &net.Dialer{}) }},
+	{"h1", func(cfg Config) http.RoundTripper { return newHTTPTransport(cfg, &net.Dialer{}) }},
+	{"h1-64KiB-buffers", func(cfg Config) http.RoundTripper {
+		tr := newHTTPTransport(cfg, &net.Dialer{})
+		tr.WriteBufferSize = 64 << 10
+		tr.ReadBufferSize = 64 << 10
+		return tr
+	}},
+	{"h2c", func(cfg Config) http.RoundTripper {
+		tr := newHTTPTransport(cfg, &net.Dialer{})
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+		return tr
+	}},
+}
+
+// BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
+// client, the owner's peer handler serving from its main cache, and the
+// response decoded. parallel=true runs 32 callers per CPU. client=direct
+// is the Pool as it is (directTransport); the other ringcache clients are
+// the Pool with net/http's Transport instead: HTTP/1.1 (h1), the same with
+// 64 KiB buffers, and HTTP/2 without TLS (h2c, prior knowledge: net/http's
+// own implementation, which golang.org/x/net/http2 also is). client=groupcache
+// is groupcache's own HTTPPool client (http.DefaultTransport, 2 idle
+// connections per host) against the same owner, in the same run.
 func BenchmarkPeerFetch(b *testing.B) {
 	for _, size := range benchSizes {
 		for _, parallel := range []bool{false, true} {
-			name := fmt.Sprintf("client=ringcache/size=%dKiB/parallel=%v", size>>10, parallel)
-			b.Run(name, func(b *testing.B) {
-				nodes, key := benchOwner(b, size)
-				pe, ok := nodes[0].pool.PickPeer(key)
-				if !ok {
-					b.Fatal("no peer owns the key")
-				}
-				ctx := b.Context()
-				fetches(b, size, parallel, func() error {
-					v, err := pe.Fetch(ctx, testGroup, key)
-					if err != nil || len(v.Data) != size {
-						return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
+			for _, pc := range peerClients {
+				name := fmt.Sprintf("size=%dKiB/parallel=%v/client=%s", size>>10, parallel, pc.name)
+				b.Run(name, func(b *testing.B) {
+					o := newPeerOwner(b, size)
+					pool, err := NewPool(Config{Self: "http://requester.invalid"})
+					if err != nil {
+						b.Fatal(err)
 					}
-					return nil
+					pool.client.Transport = pc.transport(pool.Config())
+					b.Cleanup(pool.Close)
+					if err := pool.Set(o.url); err != nil {
+						b.Fatal(err)
+					}
+					key := o.key
+					for i := 0; pool.Owner(key) != o.url; i++ {
+						key = fmt.Sprint(o.key, i) // the owner's origin serves any key
+					}
+					pe, ok := pool.PickPeer(key)
+					if !ok {
+						b.Fatal("no peer owns the key")
+					}
+					ctx := b.Context()
+					fetches(b, size, parallel, func() error {
+						v, err := pe.Fetch(ctx, testGroup, key)
+						if err != nil || !bytes.Equal(v.Data, o.value) {
+							return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
+						}
+						return nil
+					})
 				})
-			})
-			name = fmt.Sprintf("client=groupcache/size=%dKiB/parallel=%v", size>>10, parallel)
+			}
+			name := fmt.Sprintf("size=%dKiB/parallel=%v/client=groupcache", size>>10, parallel)
 			b.Run(name, func(b *testing.B) {
-				nodes, key := benchOwner(b, size)
-				getter := groupcacheClient(nodes[1].url)
+				o := newPeerOwner(b, size)
+				getter := groupcacheClient(o.url)
 				b.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
 				ctx := b.Context()
 				fetches(b, size, parallel, func() error {
-					req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &key}
+					req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &o.key}
 					var res groupcachepb.GetResponse
-					if err := getter.Get(ctx, req, &res); err != nil || len(res.Value) != size {
+					if err := getter.Get(ctx, req, &res); err != nil || !bytes.Equal(res.Value, o.value) {
 						return fmt.Errorf("Get: %d bytes, %v", len(res.Value), err)
 					}
 					return nil
@@ -150,6 +232,7 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			w := &discardWriter{header: http.Header{}}
 			b.ReportAllocs()
 			b.SetBytes(int64(size))
+			defer reportCPU(b)()
 			for b.Loop() {
 				clear(w.header)
 				h.ServeHTTP(w, req)
@@ -160,6 +243,145 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPublicServeHit measures a hit end to end: a GET of a cached
+// 1 KiB value through the public Handler served by a real http.Server on
+// loopback, next to a bare handler writing the same bytes through the same
+// kind of server (NewServer), in the same run, so that the ratio of the two
+// is what the Handler costs a hit on top of net/http. Each client keeps one
+// connection alive, writes a request and reads the response with
+// net/http's parser, and checks the body byte for byte; conns=16 runs 16 of
+// them at once.
+func BenchmarkPublicServeHit(b *testing.B) {
+	value := bytes.Repeat([]byte("0123456789abcdef"), 64)
+	const contentType = "text/plain; charset=utf-8"
+	node := cache.New(cache.Config{})
+	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
+			return cache.Value{Data: value, ContentType: contentType}, nil
+		})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := g.Get(b.Context(), "key"); err != nil {
+		b.Fatal(err)
+	}
+	public, err := NewHandler(node, HandlerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.Write(value)
+	})
+	// bare-untimed is the bare handler on an http.Server without
+	// NewServer's timeouts, as compare.sh's bare server and groupcache's
+	// nodes run: what the timeouts cost an exchange.
+	for _, conns := range []int{1, 16} {
+		for _, sv := range []struct {
+			name    string
+			h       http.Handler
+			untimed bool
+		}{{"bare", bare, false}, {"ringcache", public, false}, {"bare-untimed", bare, true}} {
+			b.Run(fmt.Sprintf("server=%s/conns=%d", sv.name, conns), func(b *testing.B) {
+				addr := serve(b, sv.h, sv.untimed)
+				get := func(c *rawClient) error { return c.get(value) }
+				b.ReportAllocs()
+				b.SetBytes(int64(len(value)))
+				defer reportCPU(b)()
+				if conns == 1 {
+					c := dialRaw(b, addr, PublicPrefix+testGroup+"/key")
+					for b.Loop() {
+						if err := get(c); err != nil {
+							b.Fatal(err)
+						}
+					}
+					return
+				}
+				b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.RunParallel(func(pb *testing.PB) {
+					c := dialRaw(b, addr, PublicPrefix+testGroup+"/key")
+					for pb.Next() {
+						if err := get(c); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	}
+}
+
+// serve serves h with NewServer (or, untimed, a plain http.Server) on a
+// loopback port until the benchmark ends.
+func serve(b *testing.B, h http.Handler, untimed bool) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := NewServer(ln.Addr().String(), h)
+	if untimed {
+		srv = &http.Server{Handler: h}
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// rawClient is one keep-alive HTTP/1.1 connection that sends the same GET
+// again and again: a client cheaper than http.Client, so that the server's
+// share of each exchange shows.
+type rawClient struct {
+	conn net.Conn
+	br   *bufio.Reader
+	req  []byte
+	body []byte
+}
+
+func dialRaw(b *testing.B, addr, path string) *rawClient {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Error(err)
+		return nil
+	}
+	b.Cleanup(func() { conn.Close() })
+	return &rawClient{
+		conn: conn,
+		br:   bufio.NewReader(conn),
+		req:  []byte("GET " + path + " HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"),
+	}
+}
+
+// get sends the request and checks that the response is a 200 of want.
+func (c *rawClient) get(want []byte) error {
+	if c == nil {
+		return fmt.Errorf("no connection")
+	}
+	if _, err := c.conn.Write(c.req); err != nil {
+		return err
+	}
+	res, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.ContentLength != int64(len(want)) {
+		return fmt.Errorf("status %d, length %d", res.StatusCode, res.ContentLength)
+	}
+	if cap(c.body) < len(want) {
+		c.body = make([]byte, len(want))
+	}
+	body := c.body[:len(want)]
+	if _, err := io.ReadFull(res.Body, body); err != nil {
+		return err
+	}
+	if !bytes.Equal(body, want) {
+		return fmt.Errorf("wrong body %q", body[:min(len(body), 32)])
+	}
+	return nil
 }
 
 // discardWriter is an http.ResponseWriter that keeps only the status and the

@@ -118,6 +118,8 @@ type clusterOpts struct {
 	// handler.
 	wrap     func(http.Handler) http.Handler
 	wrapPeer func(i int, h http.Handler) http.Handler
+	// handler, if set, tunes each node's public handler.
+	handler func(i int, c *HandlerConfig)
 	// tenure, if set, gives node i's cache.Config.Tenure.
 	tenure func(i int) func() (uint64, bool)
 }
@@ -143,6 +145,9 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		cfg := NodeConfig{Pool: Config{Self: tn.url, PeerTimeout: 5 * time.Second}}
 		if o.pool != nil {
 			o.pool(i, &cfg.Pool)
+		}
+		if o.handler != nil {
+			o.handler(i, &cfg.Public)
 		}
 		node, err := NewNode(cfg)
 		if err != nil {

@@ -14,14 +14,18 @@
 // (explicit arcs whose positions the members store in etcd,
 // consistenthash.Ranges). It implements cache.PeerPicker, so a cache.Node
 // built with it asks a key's owner for missing keys. The peer client shares
-// one keep-alive http.Transport sized for concurrency. It tells a slow owner
-// from a silent one: an owner that is loading a key sends 102 Processing
-// every Config.PeerTimeout/3, and a request that gets no byte for
-// PeerTimeout fails (connecting is bounded by Config.DialTimeout). A peer
-// that could not be dialled or fell silent is suspected, a circuit breaker:
-// requests for its keys fail at once, so the cache loads them locally,
-// until a background probe (one lease ping at a time) gets an answer. So a
-// paused node costs PeerTimeout once rather than per request. The client
+// one pool of keep-alive HTTP/1.1 connections sized for concurrency and
+// runs each exchange on the caller's goroutine (net/http's Transport, which
+// hands requests and responses between goroutines, serves https peers
+// only: the plain client costs about a quarter less CPU per fetch). It
+// tells a slow owner from a silent one: an owner that is loading a key
+// sends 102 Processing every Config.PeerTimeout/3, and a request that gets
+// no byte for PeerTimeout fails (connecting is bounded by
+// Config.DialTimeout). A peer that could not be dialled or fell silent is
+// suspected, a circuit breaker: requests for its keys fail at once, so the
+// cache loads them locally, until a background probe (one lease ping at a
+// time) gets an answer. So a paused node costs PeerTimeout once rather
+// than per request. The client
 // returns typed errors (*PeerError): wrapping
 // cache.ErrNotFound or cache.ErrLoad when the owner answered that its origin
 // has no such key or failed, which the cache reports as they are, and
@@ -59,8 +63,12 @@
 // Handler is the public API (GET, HEAD, PUT, DELETE /cache/{group}/{key...})
 // and is separate from the peer handler (Pool.PeerHandler), so the two can
 // listen on different addresses. StatusOf maps every error to its status
-// code in one place. NewServer returns an http.Server with the timeouts and
-// header limits a node exposed to a network needs.
+// code in one place. An Auth (bearer tokens: writes need one, reads may)
+// and a ClientLimiter (misses in flight and per second per client address)
+// guard the Handler. NewServer returns an http.Server with the timeouts and
+// header limits a node exposed to a network needs; NewLimitListener caps a
+// listener's connections, refusing those beyond the cap at once; a
+// Certificate serves TLS and reloads its files without a restart.
 //
 // Node, Pool, the peers it hands out, Handler and the peer handler are safe
 // for concurrent use.

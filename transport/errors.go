@@ -40,6 +40,22 @@ var (
 	// signature, and by the peer client when a peer answered 401.
 	ErrUnauthorized = errors.New("transport: unauthorized peer request")
 
+	// ErrNoToken is returned for a public request that needs a bearer
+	// token and carries none (401, with WWW-Authenticate: Bearer).
+	ErrNoToken = errors.New("transport: bearer token required")
+
+	// ErrBadToken is returned for a public request whose bearer token is
+	// not one of the configured ones (401).
+	ErrBadToken = errors.New("transport: invalid bearer token")
+
+	// ErrWritesDisabled is returned for a public PUT or DELETE on a node
+	// that has no write token and whose writes are not open (403).
+	ErrWritesDisabled = errors.New("transport: public writes are disabled on this node")
+
+	// ErrTooManyRequests is returned for a public request that would reach
+	// the origin while its client is over its limit of such requests (429).
+	ErrTooManyRequests = errors.New("transport: too many cache misses from this client")
+
 	// ErrPeerStatus is returned by the peer client when a peer answered
 	// with an unexpected status code.
 	ErrPeerStatus = errors.New("transport: unexpected peer status")

@@ -406,3 +406,38 @@ func TestStaleAnswers(t *testing.T) {
 		t.Fatalf("loads = %d, want 2", loads.Load())
 	}
 }
+
+// TestMemberConfirmed: a node hears from its peers whether they count it
+// in: yes while they do, no once they dropped it, and nothing to go on
+// before it asked (it asks in the background when it needs to know).
+func TestMemberConfirmed(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 2, clusterOpts{})
+	a, b := nodes[0], nodes[1]
+	waitFor := func(want bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for a.pool.MemberConfirmed() != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("MemberConfirmed() is not %v after 5s", want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if a.pool.MemberConfirmed() {
+		t.Fatal("confirmed before any peer said so")
+	}
+	waitFor(true)                        // the first call pinged b
+	if err := b.pool.Set(); err != nil { // b drops a
+		t.Fatal(err)
+	}
+	waitFor(false)
+	alone, err := NewPool(Config{Self: "http://127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(alone.Close)
+	if !alone.MemberConfirmed() {
+		t.Fatal("a node without peers is not its own cluster")
+	}
+}

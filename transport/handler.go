@@ -4,10 +4,11 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +25,12 @@ type HandlerConfig struct {
 	MaxKeyBytes int
 	// Logger receives unexpected failures (500s). If nil, logs are discarded.
 	Logger *slog.Logger
+	// Auth decides which requests need a bearer token. If nil, none does
+	// and writes are open: the embedding program guards the handler.
+	Auth *Auth
+	// Clients bounds each client's requests that miss the cache (429 over
+	// the bound). If nil, there is no bound.
+	Clients *ClientLimiter
 }
 
 // Handler serves the public API of a node, under /cache/:
@@ -39,10 +46,12 @@ type HandlerConfig struct {
 // A 200 carries ETag, Content-Type (application/octet-stream unless the
 // origin or the PUT said otherwise), Content-Length and, for a value that
 // expires, Cache-Control: max-age. Errors are a status code with a short
-// text body, as StatusOf documents: 400 for an empty or over-long key, 404
-// for an unknown group or a key the origin does not have, 405 (with Allow),
-// 413 for a value over the group's MaxValueBytes, 502 when the origin fails,
-// 504 when it times out.
+// text body, as StatusOf documents: 400 for an empty or over-long key, 401
+// (with a Bearer challenge) or 403 when HandlerConfig.Auth refuses the
+// request, 404 for an unknown group or a key the origin does not have, 405
+// (with Allow), 413 for a value over the group's MaxValueBytes, 429 (with
+// Retry-After) for a miss over HandlerConfig.Clients' bounds, 502 when the
+// origin fails, 504 when it times out.
 //
 // The key is the rest of the path after the group, unescaped once, so it may
 // contain "/" and, percent-encoded, any byte. Escape "/" as %2F where the key
@@ -75,23 +84,68 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Handler{node: node, cfg: cfg, mux: http.NewServeMux(), now: time.Now}
-	// One pattern for every method, so that 405 goes through StatusOf like
-	// every other error; a second one catches /cache/ paths without a key.
-	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", h.serveKey)
+	// The mux serves what the fast path in ServeHTTP leaves to it, such as
+	// paths to clean (it redirects). One pattern for every method, so that
+	// 405 goes through StatusOf like every other error; a second one
+	// catches /cache/ paths without a key.
+	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", func(w http.ResponseWriter, r *http.Request) {
+		h.serveKey(w, r, r.PathValue("group"), r.PathValue("key"))
+	})
 	h.mux.HandleFunc(PublicPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: want %s{group}/{key}", ErrBadPath, PublicPrefix))
 	})
 	return h, nil
 }
 
-// ServeHTTP serves the public API.
+// ServeHTTP serves the public API. A clean path with a group and a key is
+// routed here, as the mux would route it, without the mux's matching and its
+// per-request allocations; anything else goes to the mux.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if group, key, ok := route(r); ok {
+		h.serveKey(w, r, group, key)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// route splits a request's path into the group and the key exactly as the
+// pattern "/cache/{group}/{key...}" of a ServeMux does (each unescaped once),
+// when the mux would serve the path as it is: ok is false for a path the mux
+// would clean and redirect, an empty group or key, or an escape it would
+// leave alone. It does not allocate unless the path holds escapes.
+func route(r *http.Request) (group, key string, ok bool) {
+	if r.Method == http.MethodConnect {
+		return "", "", false // the mux does not clean CONNECT paths
+	}
+	p := r.URL.EscapedPath()
+	rest, ok := strings.CutPrefix(p, PublicPrefix)
+	if !ok || !isClean(p) {
+		return "", "", false
+	}
+	group, key, ok = strings.Cut(rest, "/")
+	if !ok || group == "" || key == "" {
+		return "", "", false
+	}
+	var err1, err2 error
+	if strings.IndexByte(group, '%') >= 0 {
+		group, err1 = url.PathUnescape(group)
+	}
+	if strings.IndexByte(key, '%') >= 0 {
+		key, err2 = url.PathUnescape(key)
+	}
+	return group, key, err1 == nil && err2 == nil
+}
+
+// isClean reports whether the mux would serve p without redirecting: p is
+// its own path.Clean, but for a trailing slash, which the mux keeps.
+func isClean(p string) bool {
+	c := path.Clean(p)
+	return c == p || len(p) == len(c)+1 && p[len(c)] == '/' && strings.HasPrefix(p, c)
 }
 
 const allowPublic = "GET, HEAD, PUT, DELETE"
 
-func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key string) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
 	default:
@@ -99,12 +153,17 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 		writeError(w, ErrMethodNotAllowed)
 		return
 	}
-	key := r.PathValue("key")
+	if h.cfg.Auth != nil {
+		if err := h.cfg.Auth.Check(r); err != nil {
+			challenge(w, err)
+			writeError(w, err)
+			return
+		}
+	}
 	if err := checkKey(key, h.cfg.MaxKeyBytes); err != nil {
 		writeError(w, err)
 		return
 	}
-	name := r.PathValue("group")
 	g, ok := h.node.Group(name)
 	if !ok {
 		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name))
@@ -113,16 +172,25 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
+		if h.cfg.Clients != nil && !g.Cached(key) {
+			release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
+			if err != nil {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, err)
+				return
+			}
+			defer release()
+		}
 		v, err := g.Get(ctx, key)
 		if err != nil {
-			h.fail(w, r, err)
+			h.fail(w, r, name, key, err)
 			return
 		}
 		h.writeValue(w, r, v)
 	case http.MethodPut:
 		v, err := readValue(w, r, g.Config().MaxValueBytes)
 		if err != nil {
-			h.fail(w, r, err)
+			h.fail(w, r, name, key, err)
 			return
 		}
 		v.ContentType = r.Header.Get("Content-Type")
@@ -130,10 +198,10 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request) {
 			v.Expires = h.now().Add(maxAge)
 		}
 		res, err := g.Set(ctx, key, v)
-		h.written(w, r, res, err)
+		h.written(w, r, name, key, res, err)
 	case http.MethodDelete:
 		res, err := g.Remove(ctx, key)
-		h.written(w, r, res, err)
+		h.written(w, r, name, key, res, err)
 	}
 }
 
@@ -145,9 +213,9 @@ const HeaderUnreached = "Ringcache-Unreached"
 
 // written answers a write: 204 once the owner applied it, an error when it
 // did not.
-func (h *Handler) written(w http.ResponseWriter, r *http.Request, res cache.WriteResult, err error) {
+func (h *Handler) written(w http.ResponseWriter, r *http.Request, group, key string, res cache.WriteResult, err error) {
 	if err != nil {
-		h.fail(w, r, err)
+		h.fail(w, r, group, key, err)
 		return
 	}
 	if len(res.Unreached) > 0 {
@@ -158,44 +226,79 @@ func (h *Handler) written(w http.ResponseWriter, r *http.Request, res cache.Writ
 
 // fail writes err and logs it when it is a failure of ours (500), which
 // StatusOf has no better name for.
-func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, group, key string, err error) {
 	if StatusOf(err) == http.StatusInternalServerError {
 		h.cfg.Logger.Error("transport: request failed",
-			"group", r.PathValue("group"), "key", r.PathValue("key"), "method", r.Method, "err", err)
+			"group", group, "key", key, "method", r.Method, "err", err)
 	}
 	writeError(w, err)
 }
 
+// Header values that never change, shared by every response: net/http only
+// reads them. Their capacity is their length, so that an Add by a wrapping
+// handler copies rather than writes into them.
+var (
+	octetStream = []string{"application/octet-stream"}
+	maxAgeZero  = []string{"max-age=0"}
+	noSniff     = []string{"nosniff"}
+	noStore     = []string{"no-store"}
+)
+
 // writeValue writes a 200 (or 304) for v.
+//
+// It runs on every hit, so it is written to allocate twice: one string
+// holds the ETag and the decimal length (and max-age when the value
+// expires), and one slice holds every header value that is not shared.
+// The headers are set in the map directly, under their canonical names,
+// rather than through Header.Set, which allocates a slice per value.
 func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Value) {
-	hd := w.Header()
-	tag := etag(v.Data)
-	hd.Set("ETag", tag)
-	switch {
-	case v.NoStore:
-		hd.Set("Cache-Control", "no-store")
-	case v.Stale:
-		// Served past its expiry (a stale window): say how old it is.
-		hd.Set("Cache-Control", "max-age=0")
-		hd.Set("Age", strconv.FormatInt(int64(v.Age/time.Second), 10))
-	case !v.Expires.IsZero():
+	sum := v.Checksum
+	if sum == 0 {
+		sum = cache.Checksum(v.Data) // not from a cache, or empty
+	}
+	var buf [80]byte
+	b := appendETag(buf[:0], sum, len(v.Data))
+	tagEnd := len(b)
+	b = strconv.AppendInt(b, int64(len(v.Data)), 10)
+	lenEnd := len(b)
+	expires := !v.NoStore && !v.Stale && !v.Expires.IsZero()
+	if expires {
 		// Round up: a value that expires in 0.4s may be cached for 1s,
 		// rather than max-age=0 telling clients it is already stale.
 		secs := max(0, int64(math.Ceil(v.Expires.Sub(h.now()).Seconds())))
-		hd.Set("Cache-Control", "max-age="+strconv.FormatInt(secs, 10))
+		b = append(b, "max-age="...)
+		b = strconv.AppendInt(b, secs, 10)
+	}
+	s := string(b)
+	tag := s[:tagEnd]
+	vals := make([]string, 4)
+	vals[0], vals[1], vals[2] = tag, s[tagEnd:lenEnd], s[lenEnd:]
+
+	hd := w.Header()
+	hd["Etag"] = vals[0:1:1]
+	switch {
+	case v.NoStore:
+		hd["Cache-Control"] = noStore
+	case v.Stale:
+		// Served past its expiry (a stale window): say how old it is.
+		hd["Cache-Control"] = maxAgeZero
+		hd.Set("Age", strconv.FormatInt(int64(v.Age/time.Second), 10))
+	case expires:
+		hd["Cache-Control"] = vals[2:3:3]
 	}
 	if etagMatch(r.Header.Get("If-None-Match"), tag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	ct := v.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
+	if v.ContentType == "" {
+		hd["Content-Type"] = octetStream
+	} else {
+		vals[3] = v.ContentType
+		hd["Content-Type"] = vals[3:4:4]
 	}
-	hd.Set("Content-Type", ct)
 	// The origin chose the content type; do not let a browser guess another.
-	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Content-Length", strconv.Itoa(len(v.Data)))
+	hd["X-Content-Type-Options"] = noSniff
+	hd["Content-Length"] = vals[1:2:2]
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(v.Data)
@@ -203,29 +306,26 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 }
 
 // etag returns a strong entity tag of data, the same on every node: its
-// CRC-32C and CRC-32 (IEEE), which together act as one 64-bit CRC whose
-// polynomial is the product of the two, and its length. It runs on every
-// 200 and 304, so it must cost little next to writing the value: both CRCs
-// have hardware paths (SSE4.2, PCLMULQDQ on amd64; ARMv8 CRC) and take a
-// fraction of the time a cryptographic hash would (SHA-256 takes about
-// 1.2 ms per MiB here). Two versions
-// of a value collide with probability 2^-64; a CRC is not collision
-// resistant, but whoever could pick colliding values can PUT any value
-// anyway.
+// cache.Checksum (CRC-32C and CRC-32) and its length, in lowercase hex. Two
+// versions of a value collide with probability 2^-64; a CRC is not
+// collision resistant, but whoever could pick colliding values can PUT any
+// value anyway. A cached value carries its checksum, so a hit formats the
+// tag without reading the bytes.
 func etag(data []byte) string {
-	var sums [8]byte
-	binary.BigEndian.PutUint32(sums[:4], crc32.Checksum(data, castagnoli))
-	binary.BigEndian.PutUint32(sums[4:], crc32.ChecksumIEEE(data))
-	var b [1 + 16 + 1 + 16 + 1]byte
-	t := append(b[:0], '"')
-	t = hex.AppendEncode(t, sums[:])
-	t = append(t, '-')
-	t = strconv.AppendUint(t, uint64(len(data)), 16)
-	t = append(t, '"')
-	return string(t)
+	return string(appendETag(nil, cache.Checksum(data), len(data)))
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// appendETag appends the entity tag of a value of n bytes whose checksum is
+// sum.
+func appendETag(b []byte, sum uint64, n int) []byte {
+	var sums [8]byte
+	binary.BigEndian.PutUint64(sums[:], sum)
+	b = append(b, '"')
+	b = hex.AppendEncode(b, sums[:])
+	b = append(b, '-')
+	b = strconv.AppendUint(b, uint64(n), 16)
+	return append(b, '"')
+}
 
 // etagMatch reports whether an If-None-Match header matches tag, with the
 // weak comparison RFC 9110 section 13.1.2 prescribes for it.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,19 +131,34 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		pool.Close()
 		return nil, err
 	}
-	public := http.NewServeMux()
-	public.Handle(PublicPrefix, api)
-	public.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	misc := http.NewServeMux()
+	misc.Handle(PublicPrefix, api) // only for the one path it redirects: /cache to /cache/
+	misc.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")
 	})
-	public.HandleFunc("GET /readyz", n.serveReady)
-	n.peer = n.track(pool.PeerHandler(n.cache))
+	misc.HandleFunc("GET /readyz", n.serveReady)
+	// The public API and the peer routes are most of the traffic: they go
+	// straight to their handlers, which route them, rather than through a
+	// mux that matches and cleans the path again.
+	peer := pool.PeerHandler(n.cache)
+	public := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, PublicPrefix) {
+			api.ServeHTTP(w, r)
+			return
+		}
+		misc.ServeHTTP(w, r)
+	})
+	basePath := pool.Config().BasePath
+	n.peer = n.track(peer)
 	n.public = n.track(public)
-	all := http.NewServeMux()
-	all.Handle("/", public)
-	all.Handle(pool.Config().BasePath, pool.PeerHandler(n.cache))
-	n.all = n.track(all)
+	n.all = n.track(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, basePath) {
+			peer.ServeHTTP(w, r)
+			return
+		}
+		public(w, r)
+	}))
 	return n, nil
 }
 
@@ -217,13 +233,22 @@ func (n *Node) membership() Membership {
 	return nil
 }
 
-// tenure is the cache's Config.Tenure: the membership's, or always held
-// without one.
+// tenure is the cache's Config.Tenure: without a membership, always held;
+// with one, its term, held while its registration surely holds or, past
+// that, while the other members still count this node in. Past its lease
+// etcd may be out of reach (an outage, when nobody can change the ring) or
+// this node was paused or cut off and the others may have dropped it: they
+// say which (Pool.MemberConfirmed).
 func (n *Node) tenure() (uint64, bool) {
-	if m := n.membership(); m != nil {
-		return m.Tenure()
+	m := n.membership()
+	if m == nil {
+		return 0, true
 	}
-	return 0, true
+	term, held := m.Tenure()
+	if held || term == 0 {
+		return term, held
+	}
+	return term, n.pool.MemberConfirmed()
 }
 
 // Ready reports whether the node should be sent traffic: it is not shutting

@@ -34,6 +34,14 @@ type peer struct {
 	probing atomic.Bool // a lease ping is in flight
 
 	contact contact
+	// membership is what the peer last said about this node: whether its
+	// ring counts this node in, as of when the request was sent.
+	membership atomic.Pointer[membership]
+}
+
+type membership struct {
+	at     time.Time
+	member bool
 }
 
 var (
@@ -229,7 +237,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	res, err := p.client.Do(req)
 	if err != nil {
 		if context.Cause(ctx) == errSilent {
-			err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+			// Not the context error the client reports: the caller did not
+			// give up, the peer said nothing.
+			err = fmt.Errorf("%w: %v", ErrPeerSilent, err)
 			pe.trip(err)
 		} else if isDialError(err) {
 			pe.trip(err)
@@ -245,6 +255,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 		pe.contact.legacy.Store(false)
 		pe.contact.renew(sent, g, p.cfg.LeaseTTL)
 	}
+	if m := res.Header.Get(hdrMember); m != "" {
+		pe.membership.Store(&membership{at: sent, member: m == "1"})
+	}
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
 	if err := statusError(res); err != nil {
 		// Drain a short error body so that the connection is reused.
@@ -254,7 +267,7 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	if r.read != nil {
 		if err := r.read(res); err != nil {
 			if context.Cause(ctx) == errSilent {
-				err = fmt.Errorf("%w: %w", ErrPeerSilent, err)
+				err = fmt.Errorf("%w: %v", ErrPeerSilent, err)
 				pe.trip(err)
 			}
 			return err

@@ -68,8 +68,16 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	wantsLease := r.Method == http.MethodGet && r.Header.Get(hdrLease) != ""
 	grant := func() {
 		if wantsLease {
-			if g := h.pool.grantTo(r.Header.Get(hdrPeer), signed); g != "" {
+			sender := r.Header.Get(hdrPeer)
+			if g := h.pool.grantTo(sender, signed); g != "" {
 				w.Header().Set(hdrLease, g)
+			}
+			// Whether this node counts the sender as a member: a node
+			// whose etcd lease may have run out asks (Pool.MemberConfirmed).
+			if _, member := h.pool.state.Load().peers[sender]; member {
+				w.Header()[hdrMember] = memberYes
+			} else {
+				w.Header()[hdrMember] = memberNo
 			}
 		}
 	}

@@ -115,18 +115,12 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	// One transport for every peer, so that keep-alive connections are
-	// shared and bounded per host rather than per peer object.
-	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:               nil, // peers are reached directly, never through HTTP_PROXY
-		DialContext:         dialer.DialContext,
-		MaxIdleConns:        0, // no global cap; the per-host cap bounds it
-		MaxIdleConnsPerHost: cfg.MaxIdleConnsPerHost,
-		IdleConnTimeout:     90 * time.Second,
-		// Values are opaque bytes, often already compressed: do not ask for
-		// gzip and spend CPU on both ends.
-		DisableCompression:    true,
-		ExpectContinueTimeout: time.Second,
+	// shared and bounded per host rather than per peer object; with mutual
+	// TLS, net/http's over TLS connections.
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: peerKeepAlive}
+	var tr http.RoundTripper = newPeerTransport(cfg, dialer)
+	if cfg.TLS != nil {
+		tr = cfg.TLS.transport(newHTTPTransport(cfg, dialer), dialer)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	p := &Pool{
@@ -137,7 +131,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		// Redirects are refused: a peer answers or fails. groupcache's
 		// client does not follow them either.
 		client: &http.Client{
-			Transport: cfg.TLS.transport(tr, dialer), // mutual TLS when configured
+			Transport: tr,
 			CheckRedirect: func(*http.Request, []*http.Request) error {
 				return http.ErrUseLastResponse
 			},
@@ -358,6 +352,43 @@ func (p *Pool) NotifyRing(f func()) {
 	p.mu.Lock()
 	p.onRing = append(p.onRing, f)
 	p.mu.Unlock()
+}
+
+// MemberConfirmed reports whether the other members count this node in
+// their rings, as far as they said lately (within twice LeaseTTL): no peer
+// said otherwise, and at least one said so; a node without peers is its own
+// cluster. A node whose etcd registration may have lapsed (an etcd outage,
+// or a pause or cut of its own) asks with it whether it still owns its
+// keys: during an etcd outage nobody can drop a node and its peers confirm
+// it, while a node the others dropped hears so. When the newest word is
+// older than half the window, it pings every peer in the background, so
+// that a node that keeps asking keeps an answer.
+func (p *Pool) MemberConfirmed() bool {
+	st := p.state.Load()
+	if len(st.peers) == 0 {
+		return true
+	}
+	window := 2 * p.cfg.LeaseTTL
+	now := time.Now()
+	var newest time.Time
+	denied := false
+	for _, pe := range st.peers {
+		m := pe.membership.Load()
+		if m == nil || now.Sub(m.at) >= window {
+			continue
+		}
+		if !m.member {
+			denied = true
+		} else if m.at.After(newest) {
+			newest = m.at
+		}
+	}
+	if now.Sub(newest) > window/2 {
+		for _, pe := range st.peers {
+			pe.probe()
+		}
+	}
+	return !denied && now.Sub(newest) < window
 }
 
 // Suspected returns the base URLs of the members whose circuit breaker is

@@ -50,6 +50,9 @@ const (
 	// hdrUnreached, on the owner's answer to a write, lists the base URLs of
 	// the nodes it could not tell to drop their copy (they expired by lease).
 	hdrUnreached = "X-Ringcache-Unreached"
+	// hdrMember, on the answer to a GET that asked for a lease, says
+	// whether the answering node counts the sender as a member of its ring.
+	hdrMember = "X-Ringcache-Member"
 	// hdrHandoff marks a GET from a key's new owner to its previous one,
 	// answered from the caches only (never loaded, never forwarded).
 	hdrHandoff = "X-Ringcache-Handoff"
@@ -79,6 +82,8 @@ const (
 var (
 	leaseWanted   = []string{"1"}
 	handoffMarker = []string{"1"}
+	memberYes     = []string{"1"}
+	memberNo      = []string{"0"}
 	scopeCopy     = []string{"copy"}
 )
 

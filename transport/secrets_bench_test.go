@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -62,9 +61,9 @@ func BenchmarkSignedPeerFetch(b *testing.B) {
 				}
 				wg.Wait()
 				b.ResetTimer()
-				cpu := cpuTime()
+				done := reportCPU(b)
 				fetches(b, size, parallel, fetch)
-				reportCPU(b, cpu)
+				done()
 			})
 		}
 	}
@@ -135,7 +134,7 @@ func BenchmarkPeerAuth(b *testing.B) {
 					reqBody = body
 				}
 				b.ReportAllocs()
-				cpu := cpuTime()
+				done := reportCPU(b)
 				for b.Loop() {
 					req, _ := http.NewRequest(method, cfg.Self+"/_groupcache/g/some-key", nil)
 					now := time.Now()
@@ -151,23 +150,8 @@ func BenchmarkPeerAuth(b *testing.B) {
 						}
 					}
 				}
-				reportCPU(b, cpu)
+				done()
 			})
 		}
 	}
-}
-
-// cpuTime returns the CPU time this process has used, user and system.
-// Per operation it is a steadier measure than wall time on a machine whose
-// other work takes the cores away: it counts what this code costs, both
-// ends of a loopback fetch included, not how long it waited for a core.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// reportCPU reports the CPU time used since start per operation.
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 }

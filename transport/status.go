@@ -15,12 +15,15 @@ import (
 //	nil                                          200 OK
 //	ErrBadPath, ErrBadRequest, ErrKeyTooLong,
 //	  cache.ErrBadKey                            400 Bad Request
-//	ErrUnauthorized (not from a peer)            401 Unauthorized
+//	ErrUnauthorized (not from a peer),
+//	  ErrNoToken, ErrBadToken                    401 Unauthorized
+//	ErrWritesDisabled                            403 Forbidden
 //	ErrNoRoute, cache.ErrNoSuchGroup,
 //	  cache.ErrNotFound                          404 Not Found
 //	ErrMethodNotAllowed                          405 Method Not Allowed
 //	cache.ErrLoad with cache.ErrTooLarge         502 Bad Gateway (the origin's value is over the limit)
 //	cache.ErrTooLarge                            413 Content Too Large (a write)
+//	ErrTooManyRequests                           429 Too Many Requests
 //	context.DeadlineExceeded                     504 Gateway Timeout
 //	cache.ErrLoad, *PeerError                    502 Bad Gateway
 //	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
@@ -41,6 +44,10 @@ func StatusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnauthorized) && !isPeerError(err):
 		return http.StatusUnauthorized
+	case errors.Is(err, ErrNoToken), errors.Is(err, ErrBadToken):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrWritesDisabled):
+		return http.StatusForbidden
 	case errors.Is(err, ErrNoRoute), errors.Is(err, cache.ErrNoSuchGroup), errors.Is(err, cache.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, ErrMethodNotAllowed):
@@ -49,6 +56,8 @@ func StatusOf(err error) int {
 		return http.StatusBadGateway
 	case errors.Is(err, cache.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrTooManyRequests):
+		return http.StatusTooManyRequests
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	case errors.Is(err, cache.ErrLoad):

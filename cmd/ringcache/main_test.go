@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,9 +36,10 @@ var (
 	daemonsMu sync.Mutex
 	daemons   []*daemon
 
-	devOnce sync.Once
-	dev     *daemon
-	devErr  error
+	devOnce  sync.Once
+	dev      *daemon
+	devErr   error
+	devToken string // the write token the dev cluster printed
 
 	dirOnce sync.Once
 	dirNode *daemon
@@ -192,6 +194,28 @@ func devCluster(t *testing.T) []string {
 	return dev.urls
 }
 
+// usesDev reports whether env points the tool at the dev cluster.
+func usesDev(env []string) bool {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == "RINGCACHE_URL" && slices.ContainsFunc(dev.urls, func(u string) bool { return strings.Contains(v, u) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// devWriteToken returns the write token the dev cluster printed in its curl
+// lines: public writes need it.
+func devWriteToken(t *testing.T) string {
+	t.Helper()
+	devCluster(t)
+	m := regexp.MustCompile(`Authorization: Bearer ([^' ]+)'`).FindStringSubmatch(dev.out.String())
+	if m == nil {
+		t.Fatalf("the dev cluster printed no write token:\n%s", dev.out.String())
+	}
+	return m[1]
+}
+
 // fileNode returns the URL of a single node whose group "files" serves the
 // files of a directory, and that directory: a key without a file is not
 // found.
@@ -203,7 +227,7 @@ func fileNode(t *testing.T) (string, string) {
 			return
 		}
 		dirNode, dirErr = startDaemon(t, regexp.MustCompile(`msg="node ready".* addr=(\S+)`), regexp.MustCompile(`msg="node ready"`),
-			"serve", "-listen", "127.0.0.1:0", "-node-id", "files",
+			"serve", "-listen", "127.0.0.1:0", "-node-id", "files", "-open-writes",
 			"-group", "name=files,origin=dir,dir="+dirRoot, "-log-level", "info")
 	})
 	if dirErr != nil {
@@ -243,6 +267,10 @@ func cliCtx(t *testing.T, ctx context.Context, terminal bool, stdin string, env 
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	vars := map[string]string{}
+	if dev != nil && devErr == nil && usesDev(env) {
+		// The dev cluster's writes need its token, as a user's would.
+		vars["RINGCACHE_TOKEN"] = devWriteToken(t)
+	}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		vars[k] = v

@@ -55,6 +55,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
+	MemoryLimit     int64         // soft memory limit: 0 derives it from the budgets, negative is none
 	Groups          []GroupSpec
 
 	// Peer security besides Secret (security.go).
@@ -63,6 +64,25 @@ type Config struct {
 	PeerCA        string // mutual TLS between peers: the CA file,
 	PeerCert      string // this node's certificate file
 	PeerKey       string // and its key file
+
+	Public PublicConfig // the public API's access, TLS and limits
+}
+
+// PublicConfig is the public API's access, TLS and limits.
+type PublicConfig struct {
+	WriteToken        string        // bearer token for PUT and DELETE
+	WriteTokenFile    string        // file of write tokens, one a line; reread on SIGHUP
+	OpenWrites        bool          // PUT and DELETE without a token
+	ReadToken         string        // if set, GET and HEAD need a token too
+	ReadTokenFile     string        // file of read tokens; reread on SIGHUP
+	AdminListen       string        // if set, /metrics and /debug/* listen here only
+	TLSCert, TLSKey   string        // PEM files of the public listener; reread on SIGHUP
+	MaxConns          int           // open connections per listener
+	IdleTimeout       time.Duration // idle keep-alive connections are closed after it
+	ReadHeaderTimeout time.Duration // a request's headers must arrive within it
+	ClientMisses      int           // misses in flight per client; -1: no limit
+	ClientMissRate    float64       // misses per second per client; -1: no limit
+	ClientMissBurst   int           // burst of ClientMissRate
 }
 
 // GroupSpec describes one group and its origin. Zero values select the
@@ -122,6 +142,14 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		PeerTimeout:     transport.DefaultPeerTimeout,
 		CopyLease:       transport.DefaultLeaseTTL,
+		Public: PublicConfig{
+			MaxConns:          transport.DefaultMaxConns,
+			IdleTimeout:       transport.ServerIdleTimeout,
+			ReadHeaderTimeout: transport.ServerReadHeaderTimeout,
+			ClientMisses:      transport.DefaultClientLimits.MaxMisses,
+			ClientMissRate:    transport.DefaultClientLimits.MissRate,
+			ClientMissBurst:   transport.DefaultClientLimits.MissBurst,
+		},
 	}
 }
 
@@ -202,6 +230,39 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
 	{name: "copy-lease", def: transport.DefaultLeaseTTL.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
 		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
+	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",
+		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
+
+	// The public API: who may write and read, TLS, and the bounds that keep
+	// one client or a flood of connections from taking the node down.
+	{name: "write-token", def: `""`, usage: "bearer token that PUT and DELETE need; without it (or -write-token-file) they get 403 unless -open-writes",
+		set: func(c *Config, v string) error { c.Public.WriteToken = v; return nil }},
+	{name: "write-token-file", def: `""`, usage: "file of write tokens, one a line (two during a rotation); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.WriteTokenFile = v; return nil }},
+	{name: "open-writes", def: "false", flag: true, usage: "let anyone who reaches the public API PUT and DELETE, without a token",
+		set: func(c *Config, v string) error { return parseBool(&c.Public.OpenWrites, v) }},
+	{name: "read-token", def: `""`, usage: "if set, GET and HEAD need this bearer token (or a write token)",
+		set: func(c *Config, v string) error { c.Public.ReadToken = v; return nil }},
+	{name: "read-token-file", def: `""`, usage: "file of read tokens, one a line; reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.ReadTokenFile = v; return nil }},
+	{name: "admin-listen", def: `""`, usage: "separate address for /metrics and /debug/*, which then leave the public listener",
+		set: func(c *Config, v string) error { c.Public.AdminListen = v; return nil }},
+	{name: "tls-cert", def: `""`, usage: "PEM certificate chain of the public listener (with -tls-key; needs -peer-listen); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.TLSCert = v; return nil }},
+	{name: "tls-key", def: `""`, usage: "PEM private key of -tls-cert",
+		set: func(c *Config, v string) error { c.Public.TLSKey = v; return nil }},
+	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
+		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
+	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
+	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
+	{name: "client-misses", def: strconv.Itoa(transport.DefaultClientLimits.MaxMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},
+	{name: "client-miss-rate", def: strconv.FormatFloat(transport.DefaultClientLimits.MissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseRate(&c.Public.ClientMissRate, v) }},
+	{name: "client-miss-burst", def: strconv.Itoa(transport.DefaultClientLimits.MissBurst), usage: "burst allowed above -client-miss-rate",
+		set: func(c *Config, v string) error { return parseInt(&c.Public.ClientMissBurst, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group
@@ -587,6 +648,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CopyLease <= 0 {
 		return bad("copy-lease", "%v: must be > 0", c.CopyLease)
+	}
+	if err := c.validatePublic(); err != nil {
+		return err
 	}
 	if len(c.Groups) == 0 {
 		return bad("group", "no groups: give at least one with -group or in the config file")

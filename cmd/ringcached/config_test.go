@@ -131,6 +131,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
 		PeerTimeout: time.Second, CopyLease: time.Second, Placement: "hashed", Positions: 16,
+		Public: DefaultConfig().Public,
 		Groups: []GroupSpec{
 			{Name: "a", Origin: "demo", Bytes: defaultGroupBytes, DemoSize: 256, DemoLatency: 20 * time.Millisecond},
 			{Name: "b", Origin: "demo", Bytes: defaultGroupBytes, HotBytes: -1},

@@ -42,6 +42,7 @@ type devCluster struct {
 	close1  sync.Once // embed.Etcd.Close panics when called twice
 	etcdURL string
 	secret  string
+	token   string // the public write token
 	certDir string // with TLS: the throwaway CA and certificates, removed by stop
 	nodes   []*node
 }
@@ -100,6 +101,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
 	c.secret = hex.EncodeToString(b[:])
+	c.token = newToken()
 
 	var certs []devCerts
 	if dc.TLS {
@@ -119,6 +121,11 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.Etcd = []string{c.etcdURL}
 		cfg.Cluster = "dev"
 		cfg.Secret = c.secret
+		cfg.Public.WriteToken = c.token
+		// Every client of a dev cluster is this machine, and `ringcache
+		// bench` against it is a single client by design: no per-client
+		// miss limits (a deployment keeps them).
+		cfg.Public.ClientMisses, cfg.Public.ClientMissRate = -1, -1
 		cfg.LogLevel = dc.LogLevel
 		cfg.ShutdownTimeout = 5 * time.Second
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}
@@ -224,10 +231,12 @@ func (c *devCluster) printIntro(w io.Writer) {
 	fmt.Fprintf(w, "  curl '%s/debug/ring?key=hello'       # members, shares, and hello's owner\n", urls[0])
 	fmt.Fprintf(w, "  curl %s/debug/origin                 # demo origin loads on this node\n", last)
 	fmt.Fprintf(w, "  curl -s %s/metrics | grep ^ringcache_\n", urls[0])
-	fmt.Fprintf(w, "  curl -i -X PUT --data 'my value' %s/cache/demo/mine\n", urls[0])
+	fmt.Fprintf(w, "  curl -i -X PUT -H 'Authorization: Bearer %s' --data 'my value' %s/cache/demo/mine\n", c.token, urls[0])
+	fmt.Fprintf(w, "  curl -i -X DELETE -H 'Authorization: Bearer %s' %s/cache/demo/mine\n", c.token, last)
+	fmt.Fprintf(w, "  curl -i -X PUT --data 'forged' %s/cache/demo/mine    # 401 without the write token\n", urls[0])
 	if c.certDir == "" {
 		fmt.Fprintf(w, "  curl -i %s/_groupcache/demo/hello    # a peer route: 401 without the cluster secret\n", urls[0])
-		fmt.Fprintf(w, "\nPeer requests are signed with a generated secret. Press Ctrl-C to stop.\n\n")
+		fmt.Fprintf(w, "\nPeer requests are signed with a generated secret; public writes need the\ngenerated write token above. Press Ctrl-C to stop.\n\n")
 		return
 	}
 	peer := c.nodes[0].self
@@ -236,7 +245,7 @@ func (c *devCluster) printIntro(w io.Writer) {
 		filepath.Join(c.certDir, "ca.pem"), filepath.Join(c.certDir, "node1.pem"), filepath.Join(c.certDir, "node1-key.pem"), peer)
 	fmt.Fprintf(w, "        # with node1's certificate: TLS accepted, and still 401 without the cluster secret\n")
 	fmt.Fprintf(w, "\nPeers talk mutual TLS with a throwaway CA and certificates in %s (removed on exit),\n", c.certDir)
-	fmt.Fprintf(w, "and sign their requests with a generated secret. Press Ctrl-C to stop.\n\n")
+	fmt.Fprintf(w, "and sign their requests with a generated secret; public writes need the generated\nwrite token above. Press Ctrl-C to stop.\n\n")
 }
 
 // devCerts are the files of one dev node's mutual TLS.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -167,11 +169,12 @@ var (
 	descVersion    = prometheus.NewDesc("ringcache_ring_version_info", "The ring's version (hex) as a label; the value is always 1.", []string{"version"}, nil)
 	descReady      = prometheus.NewDesc("ringcache_ready", "1 when the node is registered and its ring built (what /readyz reports).", nil, nil)
 	descConnected  = prometheus.NewDesc("ringcache_etcd_connected", "1 while the node's lease and watch in etcd are alive (etcd membership only).", nil, nil)
+	descMemLimit   = prometheus.NewDesc("ringcache_memory_limit_bytes", "The soft memory limit in force (runtime/debug.SetMemoryLimit); absent when there is none.", nil, nil)
 )
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descMemLimit} {
 		ch <- d
 	}
 }
@@ -213,6 +216,9 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, boolInt(c.state.ready()))
 	if connected, ok := c.state.etcdConnected(); ok {
 		gauge(descConnected, boolInt(connected))
+	}
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		gauge(descMemLimit, limit)
 	}
 }
 

@@ -45,10 +45,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	log := newLogger(stdout, cfg.LogLevel, cfg.LogFormat)
 	log.Info("starting", "listen", cfg.Listen, "peer_listen", cfg.PeerListen, "etcd", strings.Join(cfg.Etcd, ","), "peers", len(cfg.Peers), "config", cfg.ConfigFile, "peer_security", cfg.describeSecurity())
+	stopMem, err := boundMemory(ctx, cfg, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopMem()
 	n, err := startNode(ctx, cfg, log)
 	if err != nil {
 		return err // main prints it: logged too, it would show twice
 	}
+	stopReload := n.reloadOnHangup()
+	defer stopReload()
 	return n.wait(ctx)
 }
 

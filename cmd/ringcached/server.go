@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,12 @@ type node struct {
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
 	ui      *uiState                // the operator's page: membership timeline, rate samples
 	sec     *peerSecurity           // secrets and mutual TLS of the peer routes
+
+	auth      *transport.Auth        // who may use the public API
+	cert      *transport.Certificate // the public listener's, or nil without TLS
+	clients   *transport.ClientLimiter
+	limited   []*transport.LimitListener // every listener, capped
+	adminAddr net.Addr                   // of the admin listener, or nil
 
 	isReady atomic.Bool
 	addrs   []net.Addr    // of the public listener, then the peer one if any
@@ -81,6 +88,18 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		lns = append(lns, ln)
 		n.addrs = append(n.addrs, ln.Addr())
 	}
+	var adminLn net.Listener
+	if cfg.Public.AdminListen != "" {
+		if adminLn, err = net.Listen("tcp", cfg.Public.AdminListen); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				adminLn.Close()
+			}
+		}()
+		n.adminAddr = adminLn.Addr()
+	}
 	host, err := os.Hostname()
 	if err != nil && (cfg.PeerURL == "" || cfg.NodeID == "") {
 		return nil, fmt.Errorf("ringcached: no -peer-url or -node-id given and no host name: %w", err)
@@ -96,6 +115,9 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	log = log.With("node", n.nodeID)
 	n.log = log
 
+	if err := n.setupPublic(); err != nil {
+		return nil, err
+	}
 	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
 	n.tn, err = transport.NewNode(transport.NodeConfig{
 		Pool: transport.Config{
@@ -109,6 +131,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 			TLS:           n.sec.tls,
 			OnPeerRequest: n.metrics.observePeer,
 		},
+		Public:       transport.HandlerConfig{Auth: n.auth, Clients: n.clients},
 		OnRingChange: n.ringChanged,
 		Logger:       log,
 	})
@@ -139,11 +162,11 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.join(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.serve(lns); err != nil {
+	if err := n.serve(lns, adminLn); err != nil {
 		return nil, err
 	}
 	n.sec.watch(n.pool.SetSecrets)
-	lns = nil // the servers own them now
+	lns, adminLn = nil, nil // the servers own them now
 	n.isReady.Store(true)
 	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
 	return n, nil
@@ -197,42 +220,67 @@ func (n *node) addGroup(g GroupSpec) error {
 }
 
 // serve starts an HTTP server on each listener: the public API, and the peer
-// routes on the public listener or on their own.
-func (n *node) serve(lns []net.Listener) error {
+// routes on the public listener or on their own, and the admin routes
+// (metrics, debug) on the public listener or on adminLn when it is not nil.
+func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
+	public := n.tn.PublicHandler() // the public API, /healthz, /readyz
 	basePath := n.pool.Config().BasePath
 	peerHandler := n.tn.PeerHandler()
 
 	mux := http.NewServeMux()
-	mux.Handle("/", n.tn.PublicHandler()) // the public API, /healthz, /readyz
+	mux.Handle("/", public)
+	admin := mux
+	if adminLn != nil {
+		admin = http.NewServeMux()
+	}
+	if err := n.adminRoutes(admin); err != nil {
+		return err
+	}
+	// The public API is most of the traffic: it goes straight to its
+	// handler, which routes it, rather than through a second mux that
+	// matches and cleans the path again. The mux keeps the /cache/ pattern
+	// for the one path it redirects (/cache to /cache/).
+	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, transport.PublicPrefix) {
+			public.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	// Each listener is capped on its raw connections, under any TLS, so
+	// that a refusal costs no handshake.
+	ls := []served{{ln: lns[0], h: root, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
+	if len(lns) == 1 {
+		mux.Handle(basePath, peerHandler)
+	} else {
+		ls = append(ls, served{ln: lns[1], h: n.sec.peerHandler(peerHandler), plainHTTP: n.sec.scheme() == "http"})
+	}
+	if adminLn != nil {
+		ls = append(ls, served{ln: adminLn, h: admin, plainHTTP: true})
+	}
+	if err := n.capListeners(ls); err != nil {
+		return err
+	}
+	if len(lns) > 1 {
+		ls[1].ln = n.sec.peerListener(ls[1].ln) // mutual TLS, if configured
+	}
+	n.startServers(ls)
+	return nil
+}
+
+// adminRoutes registers what operators and their tools read: metrics, the
+// debug reports (ring, origin, memory) and the operator's page. They name members and keys, so
+// -admin-listen moves them off the public listener.
+func (n *node) adminRoutes(mux *http.ServeMux) error {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /debug/ring", n.serveRing)
 	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
+	mux.HandleFunc("GET /debug/memory", n.serveMemory)
 	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
 	if err != nil {
 		return err
 	}
 	mux.Handle("GET /ui/", page)
-	handlers := []http.Handler{mux}
-	if len(lns) == 1 {
-		mux.Handle(basePath, peerHandler)
-	} else {
-		handlers = append(handlers, n.sec.peerHandler(peerHandler))
-		lns[1] = n.sec.peerListener(lns[1]) // mutual TLS, if configured
-	}
-	for i, ln := range lns {
-		srv := transport.NewServer(ln.Addr().String(), handlers[i])
-		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
-		if err := n.tn.AddServer(srv); err != nil {
-			return err
-		}
-		n.served.Add(1)
-		go func() {
-			defer n.served.Done()
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				n.errc <- fmt.Errorf("ringcached: serving %s: %w", ln.Addr(), err)
-			}
-		}()
-	}
 	return nil
 }
 
@@ -341,6 +389,11 @@ func (n *node) stop(ctx context.Context) {
 		}
 		n.served.Wait()
 		n.sec.close()
+		for _, ln := range n.limited {
+			if r := ln.Refused(); r > 0 {
+				n.log.Info("connections refused at the cap", "addr", ln.Addr().String(), "refused", r, "max", ln.Max())
+			}
+		}
 	})
 }
 

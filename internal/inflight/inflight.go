@@ -5,29 +5,28 @@ package inflight
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 )
 
 // Counter counts work in progress. Unlike a sync.WaitGroup, Add may race
 // with Wait: a cache load or a request can start while a shutdown waits, and
-// Wait returns at a moment when nothing is in progress. The zero Counter is
-// ready; a nil *Counter counts nothing. A Counter is safe for concurrent use.
+// Wait returns at a moment when nothing is in progress. Add and Done cost
+// one atomic operation each while nobody waits, so a Counter can sit on
+// every request. The zero Counter is ready; a nil *Counter counts nothing.
+// A Counter is safe for concurrent use.
 type Counter struct {
+	n       atomic.Int64
+	waiting atomic.Int64 // callers in Wait
+
 	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while n == 0
+	idle chan struct{} // guarded by mu: closed by the Done that reaches 0
 }
 
 // Add counts one more piece of work in progress.
 func (c *Counter) Add() {
-	if c == nil {
-		return
+	if c != nil {
+		c.n.Add(1)
 	}
-	c.mu.Lock()
-	if c.n == 0 {
-		c.idle = make(chan struct{})
-	}
-	c.n++
-	c.mu.Unlock()
 }
 
 // Done counts one piece of work as ended.
@@ -35,23 +34,32 @@ func (c *Counter) Done() {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	c.n--
-	if c.n == 0 {
-		close(c.idle)
-		c.idle = nil
+	// A waiter counts itself in waiting before it reads n: 1: Wait adds to
+	// waiting, 2: Done drops n to 0, sees the waiter, wakes it; or 2 drops
+	// n to 0 first and 1 then reads 0. Either way nobody sleeps past idle.
+	if c.n.Add(-1) == 0 && c.waiting.Load() > 0 {
+		c.mu.Lock()
+		if c.idle != nil {
+			close(c.idle)
+			c.idle = nil
+		}
+		c.mu.Unlock()
 	}
-	c.mu.Unlock()
 }
 
 // Wait returns nil once nothing is in progress, or ctx's error if ctx ends
 // first.
 func (c *Counter) Wait(ctx context.Context) error {
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
 	for {
 		c.mu.Lock()
+		if c.idle == nil {
+			c.idle = make(chan struct{})
+		}
 		idle := c.idle
 		c.mu.Unlock()
-		if idle == nil {
+		if c.n.Load() == 0 {
 			return nil
 		}
 		select {

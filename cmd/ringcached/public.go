@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/ringcache/ringcache/transport"
+)
+
+// validatePublic checks the public API's access, TLS and limit settings.
+// Token files are read when the node starts, not here.
+func (c *Config) validatePublic() error {
+	p := &c.Public
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", errConfig, field, fmt.Sprintf(format, args...))
+	}
+	if p.AdminListen != "" {
+		if err := checkAddr(p.AdminListen); err != nil {
+			return bad("admin-listen", "%v", err)
+		}
+		if (p.AdminListen == c.Listen || p.AdminListen == c.PeerListen) && !strings.HasSuffix(p.AdminListen, ":0") {
+			return bad("admin-listen", "same address as listen or peer-listen")
+		}
+	}
+	if (p.TLSCert == "") != (p.TLSKey == "") {
+		return bad("tls-cert", "give both -tls-cert and -tls-key, or neither")
+	}
+	// Peers speak plain HTTP to each other's peer routes: on a TLS public
+	// listener they could not reach them.
+	if p.TLSCert != "" && c.PeerListen == "" {
+		return bad("tls-cert", "needs -peer-listen: peers do not speak TLS to the public listener")
+	}
+	if p.WriteToken != "" && p.WriteTokenFile != "" {
+		return bad("write-token", "give -write-token or -write-token-file, not both")
+	}
+	if p.ReadToken != "" && p.ReadTokenFile != "" {
+		return bad("read-token", "give -read-token or -read-token-file, not both")
+	}
+	if p.OpenWrites && (p.WriteToken != "" || p.WriteTokenFile != "") {
+		return bad("open-writes", "writes are open or need a token: not both")
+	}
+	for _, t := range []struct{ field, token string }{{"write-token", p.WriteToken}, {"read-token", p.ReadToken}} {
+		if t.token == "" {
+			continue
+		}
+		if err := transport.CheckToken(t.token); err != nil {
+			return bad(t.field, "%v", err)
+		}
+	}
+	switch {
+	case p.MaxConns <= 0:
+		return bad("max-conns", "%d: must be > 0", p.MaxConns)
+	case p.IdleTimeout <= 0:
+		return bad("idle-timeout", "%v: must be > 0", p.IdleTimeout)
+	case p.ReadHeaderTimeout <= 0:
+		return bad("read-header-timeout", "%v: must be > 0", p.ReadHeaderTimeout)
+	case p.ClientMisses == 0:
+		return bad("client-misses", "0: want a count > 0, or off")
+	case p.ClientMissRate == 0:
+		return bad("client-miss-rate", "0: want a rate > 0, or off")
+	case p.ClientMissBurst <= 0 && p.ClientMissRate > 0:
+		return bad("client-miss-burst", "%d: must be > 0", p.ClientMissBurst)
+	}
+	return nil
+}
+
+// authConfig returns who may use the public API, reading the token files.
+func (c *PublicConfig) authConfig() (transport.AuthConfig, error) {
+	ac := transport.AuthConfig{OpenWrites: c.OpenWrites}
+	var err error
+	if ac.WriteTokens, err = tokens(c.WriteToken, c.WriteTokenFile); err != nil {
+		return ac, fmt.Errorf("%w: write-token-file: %v", errConfig, err)
+	}
+	if ac.ReadTokens, err = tokens(c.ReadToken, c.ReadTokenFile); err != nil {
+		return ac, fmt.Errorf("%w: read-token-file: %v", errConfig, err)
+	}
+	return ac, nil
+}
+
+// tokens returns the inline token, or the tokens of file: one a line,
+// blank lines and lines starting with # skipped, so that a rotation writes
+// the new token under the old one and later removes the old.
+func tokens(inline, file string) ([]string, error) {
+	if inline != "" {
+		return []string{inline}, nil
+	}
+	if file == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no token in the file", file)
+	}
+	return out, nil
+}
+
+// warnReadable warns when a secret's file can be read by every user of the
+// host.
+func warnReadable(log *slog.Logger, field, file string) {
+	if file == "" {
+		return
+	}
+	if st, err := os.Stat(file); err == nil && st.Mode().Perm()&fs.FileMode(0o004) != 0 {
+		log.Warn("a secret's file is readable by every user of this host: chmod o-r it", "setting", field, "file", file)
+	}
+}
+
+// clientLimits returns the per-client bounds, nil when both are off.
+func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
+	l := transport.ClientLimitConfig{MaxMisses: max(0, c.ClientMisses), MissRate: max(0, c.ClientMissRate)}
+	if l.MissRate > 0 {
+		l.MissBurst = c.ClientMissBurst
+	}
+	if l.MaxMisses == 0 && l.MissRate == 0 {
+		return nil
+	}
+	return &l
+}
+
+// parseLimit parses a positive count, or "off" (stored as -1).
+func parseLimit(n *int, v string) error {
+	if v == "off" {
+		*n = -1
+		return nil
+	}
+	if err := parseInt(n, v); err != nil || *n <= 0 {
+		return fmt.Errorf("%q: want a count > 0, or off", v)
+	}
+	return nil
+}
+
+// parseRate parses a positive rate per second, or "off" (stored as -1).
+func parseRate(r *float64, v string) error {
+	if v == "off" {
+		*r = -1
+		return nil
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(x > 0) || x > 1e9 {
+		return fmt.Errorf("%q: want a rate per second > 0, or off", v)
+	}
+	*r = x
+	return nil
+}
+
+// setupPublic builds the public API's access rules, TLS certificate and
+// client limits from the configuration, and says at start what they are.
+func (n *node) setupPublic() error {
+	cfg := &n.cfg.Public
+	ac, err := cfg.authConfig()
+	if err != nil {
+		return err
+	}
+	if n.auth, err = transport.NewAuth(ac); err != nil {
+		return fmt.Errorf("%w: %v", errConfig, err)
+	}
+	warnReadable(n.log, "write-token-file", cfg.WriteTokenFile)
+	warnReadable(n.log, "read-token-file", cfg.ReadTokenFile)
+	warnReadable(n.log, "tls-key", cfg.TLSKey)
+	switch {
+	case ac.OpenWrites:
+		n.log.Warn("public writes are open: anyone who reaches the public API can PUT and DELETE", "listen", n.cfg.Listen)
+	case len(ac.WriteTokens) == 0:
+		n.log.Info("public writes are disabled (403): give -write-token or -write-token-file to enable them")
+	}
+	if cfg.TLSCert != "" {
+		if n.cert, err = transport.LoadCertificate(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return fmt.Errorf("%w: %v", errConfig, err)
+		}
+	}
+	if l := cfg.clientLimits(); l != nil {
+		if n.clients, err = transport.NewClientLimiter(*l); err != nil {
+			return fmt.Errorf("%w: %v", errConfig, err)
+		}
+	}
+	return nil
+}
+
+// served is one listener and what it serves.
+type served struct {
+	ln        net.Listener
+	h         http.Handler
+	plainHTTP bool // refused connections get a plain HTTP 503
+	publicTLS bool // served with the public certificate
+}
+
+// capListeners caps each listener at the connection limit.
+func (n *node) capListeners(ls []served) error {
+	for i := range ls {
+		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.MaxConns, ls[i].plainHTTP)
+		if err != nil {
+			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
+		}
+		n.limited = append(n.limited, ln)
+		ls[i].ln = ln
+	}
+	return nil
+}
+
+// startServers serves each listener with its handler and the public
+// timeouts, with the public certificate where publicTLS says so.
+func (n *node) startServers(ls []served) {
+	for _, l := range ls {
+		srv := transport.NewServer(l.ln.Addr().String(), l.h)
+		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
+		srv.IdleTimeout = n.cfg.Public.IdleTimeout
+		srv.ReadHeaderTimeout = n.cfg.Public.ReadHeaderTimeout
+		serve := srv.Serve
+		if l.publicTLS {
+			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
+			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		}
+		if err := n.tn.AddServer(srv); err != nil {
+			l.ln.Close() // the node is stopping already
+			continue
+		}
+		n.served.Add(1)
+		go func() {
+			defer n.served.Done()
+			if err := serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
+				n.errc <- fmt.Errorf("ringcached: serving %s: %w", l.ln.Addr(), err)
+			}
+		}()
+	}
+}
+
+// reload reads the token files and the TLS certificate again (on SIGHUP).
+// What fails to load is reported and the old state kept: a half-written
+// file must not lock every client out.
+func (n *node) reload() error {
+	var errs []error
+	if p := &n.cfg.Public; p.WriteTokenFile != "" || p.ReadTokenFile != "" {
+		ac, err := p.authConfig()
+		if err == nil {
+			err = n.auth.Update(ac)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("tokens reloaded", "write_tokens", len(ac.WriteTokens), "read_tokens", len(ac.ReadTokens))
+		}
+	}
+	if n.cert != nil {
+		if err := n.cert.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			n.log.Info("TLS certificate reloaded", "not_after", n.cert.Leaf().NotAfter)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reloadOnHangup reloads token files and certificate on each SIGHUP until
+// the returned function is called.
+func (n *node) reloadOnHangup() (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-hup:
+				if err := n.reload(); err != nil {
+					n.log.Error("reload on SIGHUP: kept the old tokens or certificate", "err", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+		<-exited
+	}
+}
+
+// newToken returns a random bearer token: 32 bytes from crypto/rand, in hex.
+func newToken() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

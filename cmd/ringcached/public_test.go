@@ -1,0 +1,399 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/origin"
+)
+
+const testToken = "0123456789abcdef0123456789abcdef"
+
+// do sends one request with an optional bearer token and returns the status,
+// the WWW-Authenticate header and the body.
+func do(t *testing.T, c *http.Client, method, url, token, body string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), string(b)
+}
+
+func TestLoadConfigPublic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		check func(Config) bool
+		err   string // a substring of the error; empty: no error
+	}{
+		{"defaults", nil, func(c Config) bool {
+			return !c.Public.OpenWrites && c.Public.WriteToken == "" && c.Public.MaxConns == transport.DefaultMaxConns &&
+				*c.Public.clientLimits() == transport.DefaultClientLimits
+		}, ""},
+		{"open writes, flag alone", []string{"-open-writes"}, func(c Config) bool { return c.Public.OpenWrites }, ""},
+		{"open writes=false", []string{"-open-writes=false"}, func(c Config) bool { return !c.Public.OpenWrites }, ""},
+		{"write token", []string{"-write-token", testToken}, func(c Config) bool { return c.Public.WriteToken == testToken }, ""},
+		{"limits off", []string{"-client-misses", "off", "-client-miss-rate", "off"}, func(c Config) bool { return c.Public.clientLimits() == nil }, ""},
+		{"own rate", []string{"-client-miss-rate", "50"}, func(c Config) bool {
+			l := c.Public.clientLimits()
+			return l.MissRate == 50 && l.MissBurst == transport.DefaultClientLimits.MissBurst && l.MaxMisses == transport.DefaultClientLimits.MaxMisses
+		}, ""},
+		{"rate off", []string{"-client-miss-rate", "off"}, func(c Config) bool {
+			l := c.Public.clientLimits()
+			return l.MissRate == 0 && l.MissBurst == 0 && l.MaxMisses == transport.DefaultClientLimits.MaxMisses
+		}, ""},
+		{"rate and burst", []string{"-client-miss-rate", "50", "-client-miss-burst", "7", "-client-misses", "3"}, func(c Config) bool {
+			l := c.Public.clientLimits()
+			return l.MissRate == 50 && l.MissBurst == 7 && l.MaxMisses == 3
+		}, ""},
+		{"max conns", []string{"-max-conns", "10", "-idle-timeout", "5s", "-read-header-timeout", "1s"}, func(c Config) bool {
+			return c.Public.MaxConns == 10 && c.Public.IdleTimeout == 5*time.Second && c.Public.ReadHeaderTimeout == time.Second
+		}, ""},
+		{"short token", []string{"-write-token", "short"}, nil, "write-token: 5 bytes"},
+		{"token with a space", []string{"-read-token", "0123456789 abcdefgh"}, nil, "read-token"},
+		{"open and a token", []string{"-open-writes", "-write-token", testToken}, nil, "open-writes"},
+		{"token and file", []string{"-write-token", testToken, "-write-token-file", filepath.Join(dir, "t")}, nil, "not both"},
+		{"cert without key", []string{"-tls-cert", "c.pem", "-peer-listen", "127.0.0.1:0"}, nil, "tls-key"},
+		{"TLS without a peer listener", []string{"-tls-cert", "c.pem", "-tls-key", "k.pem"}, nil, "peer-listen"},
+		{"admin on the public address", []string{"-listen", "127.0.0.1:9000", "-admin-listen", "127.0.0.1:9000"}, nil, "admin-listen"},
+		{"bad admin address", []string{"-admin-listen", "nowhere"}, nil, "admin-listen"},
+		{"zero client misses", []string{"-client-misses", "0"}, nil, "client-misses"},
+		{"negative rate", []string{"-client-miss-rate", "-5"}, nil, "client-miss-rate"},
+		{"negative max conns", []string{"-max-conns", "-1"}, nil, "max-conns"},
+		{"zero max conns", []string{"-max-conns", "0"}, nil, "max-conns"},
+		{"zero idle timeout", []string{"-idle-timeout", "0s"}, nil, "idle-timeout"},
+		{"zero burst", []string{"-client-miss-burst", "0"}, nil, "client-miss-burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := loadConfig(append(tc.args, "-group", "name=demo,origin=demo"), env(nil), io.Discard)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err != "" && (!errors.Is(err, errConfig) || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v, want errConfig mentioning %q", err, tc.err)
+			case tc.check != nil && !tc.check(cfg):
+				t.Fatalf("config %+v", cfg)
+			}
+		})
+	}
+	// The environment and the YAML file take the same settings.
+	file := writeFile(t, "open-writes: true\nmax-conns: 99\n")
+	cfg, err := loadConfig(nil, env(map[string]string{"RINGCACHE_CONFIG": file, "RINGCACHE_CLIENT_MISSES": "off",
+		"RINGCACHE_GROUP": "name=demo,origin=demo"}), io.Discard)
+	if err != nil || !cfg.Public.OpenWrites || cfg.Public.MaxConns != 99 || cfg.Public.ClientMisses != -1 {
+		t.Fatalf("from file and environment: %+v, %v", cfg, err)
+	}
+}
+
+// TestPublicWrites runs nodes as the daemon does: writes are refused (403)
+// without a token, need the token when one is set (401 otherwise), and are
+// open only when asked for.
+func TestPublicWrites(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		token       string // sent with the PUT
+		want        int
+		wantChallng bool
+	}{
+		{"default: no token configured", nil, testToken, http.StatusForbidden, false},
+		{"token configured, none sent", []string{"-write-token", testToken}, "", http.StatusUnauthorized, true},
+		{"token configured, wrong one sent", []string{"-write-token", testToken}, strings.Repeat("x", 32), http.StatusUnauthorized, true},
+		{"token configured and sent", []string{"-write-token", testToken}, testToken, http.StatusNoContent, false},
+		{"open writes", []string{"-open-writes"}, "", http.StatusNoContent, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, _, _ := serveNode(t, append(tc.args, "-group", "name=demo,origin=demo")...)
+			u := base + "/cache/demo/k"
+			status, challenge, body := do(t, nil, http.MethodPut, u, tc.token, "written")
+			if status != tc.want || (challenge != "") != tc.wantChallng {
+				t.Fatalf("PUT = %d %q (WWW-Authenticate %q), want %d", status, body, challenge, tc.want)
+			}
+			want := "written"
+			if tc.want != http.StatusNoContent {
+				want = string(origin.DemoValue("demo", "k", 64))
+			}
+			if status, body := get(t, u); status != http.StatusOK || body != want {
+				t.Fatalf("GET after the PUT = %d %q, want 200 %q", status, body, want)
+			}
+			status, _, _ = do(t, nil, http.MethodDelete, u, tc.token, "")
+			if status != tc.want {
+				t.Fatalf("DELETE = %d, want %d", status, tc.want)
+			}
+		})
+	}
+}
+
+// TestTokenFileReload rotates the write token through its file and SIGHUP:
+// both tokens work while the file holds both, only the new one after.
+func TestTokenFileReload(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "write-token")
+	oldTok, newTok := "old-"+testToken, "new-"+testToken
+	if err := os.WriteFile(file, []byte("# the public write token\n"+oldTok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Public.WriteTokenFile = file
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	n, out := startTestNode(t, cfg)
+	stopReload := n.reloadOnHangup()
+	defer stopReload()
+	u := "http://" + n.addrs[0].String() + "/cache/demo/k"
+	put := func(tok string) int {
+		status, _, _ := do(t, nil, http.MethodPut, u, tok, "v")
+		return status
+	}
+	if put(oldTok) != http.StatusNoContent || put(newTok) != http.StatusUnauthorized {
+		t.Fatal("before the rotation only the old token may work")
+	}
+	hangup := func(content string, reloads int) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		// The reloads-th report of a reload, good or bad.
+		out.await(t, regexp.MustCompile(fmt.Sprintf(`(?s)(?:msg="(?:tokens reloaded|reload on SIGHUP).*?){%d}`, reloads)), nil)
+	}
+	hangup(oldTok+"\n"+newTok+"\n", 1)
+	if put(oldTok) != http.StatusNoContent || put(newTok) != http.StatusNoContent {
+		t.Fatal("during the rotation both tokens must work")
+	}
+	hangup(newTok+"\n", 2)
+	if put(oldTok) != http.StatusUnauthorized || put(newTok) != http.StatusNoContent {
+		t.Fatal("after the rotation only the new token may work")
+	}
+	hangup("# emptied by mistake\n", 3) // refused: the tokens stay
+	if !strings.Contains(out.String(), "kept the old tokens") || put(newTok) != http.StatusNoContent {
+		t.Fatal("an empty token file must keep the tokens in use")
+	}
+}
+
+// TestAdminListen moves /metrics, /debug/* and /ui/ to their own listener: the
+// public one answers 404 for them and still serves keys and /readyz.
+func TestAdminListen(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Public.AdminListen = "127.0.0.1:0"
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	n, _ := startTestNode(t, cfg)
+	public, admin := "http://"+n.addrs[0].String(), "http://"+n.adminAddr.String()
+	for _, path := range []string{"/metrics", "/debug/ring", "/debug/origin", "/debug/memory", "/ui/", "/ui/state"} {
+		if status, _ := get(t, public+path); status != http.StatusNotFound {
+			t.Errorf("public %s = %d, want 404", path, status)
+		}
+		if status, _ := get(t, admin+path); status != http.StatusOK {
+			t.Errorf("admin %s = %d, want 200", path, status)
+		}
+	}
+	for _, path := range []string{"/readyz", "/healthz", "/cache/demo/k"} {
+		if status, _ := get(t, public+path); status != http.StatusOK {
+			t.Errorf("public %s = %d, want 200", path, status)
+		}
+		if status, _ := get(t, admin+path); status != http.StatusNotFound {
+			t.Errorf("admin %s = %d, want 404: the admin listener serves only admin routes", path, status)
+		}
+	}
+}
+
+// TestMaxConns fills a node's public listener: the connection over the cap
+// gets a 503 at once.
+func TestMaxConns(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Public.MaxConns = 2
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	n, _ := startTestNode(t, cfg)
+	addr := n.addrs[0].String()
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for n.limited[0].Open() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /cache/demo/k HTTP/1.1\r\nHost: x\r\n\r\n")
+	reply, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(reply), "HTTP/1.1 503") {
+		t.Fatalf("over the cap: %q, want a 503", reply)
+	}
+}
+
+// TestPublicTLS serves the public API over TLS with a certificate made in
+// the test, and a renewed one after SIGHUP's reload.
+func TestPublicTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	ca := newTestCA(t)
+	ca.issue(t, 7, certFile, keyFile)
+	cfg := DefaultConfig()
+	cfg.Public.TLSCert, cfg.Public.TLSKey = certFile, keyFile
+	cfg.PeerListen = "127.0.0.1:0"
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	n, _ := startTestNode(t, cfg)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	u := "https://" + n.addrs[0].String() + "/cache/demo/k"
+	serial := func() int64 {
+		t.Helper()
+		resp, err := client.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(body) != string(origin.DemoValue("demo", "k", 64)) {
+			t.Fatalf("GET over TLS = %d %q", resp.StatusCode, body)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.Int64()
+	}
+	if s := serial(); s != 7 {
+		t.Fatalf("serial %d, want 7", s)
+	}
+	ca.issue(t, 8, certFile, keyFile)
+	if err := n.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if s := serial(); s != 8 {
+		t.Fatalf("after reload: serial %d, want 8", s)
+	}
+	// The image's health check finds the TLS listener by the same settings.
+	hc := env(map[string]string{"RINGCACHE_LISTEN": n.addrs[0].String(), "RINGCACHE_TLS_CERT": certFile})
+	if err := run(t.Context(), []string{"healthcheck"}, hc, io.Discard); err != nil {
+		t.Errorf("healthcheck of the TLS listener: %v", err)
+	}
+	// The peer listener stays plain HTTP, for the peers.
+	if status, _ := get(t, "http://"+n.addrs[1].String()+"/_groupcache/demo/k"); status == 0 {
+		t.Fatal("no answer on the peer listener")
+	}
+}
+
+// testCA is a certificate authority made in the test.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ringcache test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &testCA{cert: cert, key: key, pool: pool}
+}
+
+// issue writes a certificate for 127.0.0.1 with the given serial number.
+func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDevPrintsToken: dev mode generates a write token and prints curl
+// lines that use it; the printed line works and the token is required.
+func TestDevPrintsToken(t *testing.T) {
+	t.Parallel()
+	out, _, done := startRun(t, "dev", "-base-port", "0", "-nodes", "1", "-log-level", "warn")
+	m := out.await(t, regexp.MustCompile(`curl -i -X PUT -H 'Authorization: Bearer ([0-9a-f]{64})' --data 'my value' (\S+)`), done)
+	token, u := m[0][1], m[0][2]
+	if status, _, body := do(t, nil, http.MethodPut, u, token, "my value"); status != http.StatusNoContent {
+		t.Fatalf("the printed PUT = %d %q, want 204", status, body)
+	}
+	if status, _, _ := do(t, nil, http.MethodPut, u, "", "forged"); status != http.StatusUnauthorized {
+		t.Fatalf("PUT without the token = %d, want 401", status)
+	}
+	if status, body := get(t, u); status != http.StatusOK || body != "my value" {
+		t.Fatalf("GET = %d %q, want the value the printed PUT wrote", status, body)
+	}
+}

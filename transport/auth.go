@@ -1,0 +1,181 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+// Token length bounds. A token shorter than MinTokenBytes is refused by
+// NewAuth: a bearer token is the only thing between the network and a
+// write, so it must not be guessable. 32 random bytes, hex-encoded, is what
+// the daemon generates.
+const (
+	MinTokenBytes = 16
+	MaxTokenBytes = 4096
+)
+
+// AuthConfig says who may use the public API.
+type AuthConfig struct {
+	// WriteTokens are the bearer tokens that authorize PUT and DELETE (and
+	// reads). Several may be valid at once, so that a token can be rotated
+	// without a moment when neither the old nor the new one works.
+	WriteTokens []string
+
+	// OpenWrites lets PUT and DELETE through without a token. It cannot be
+	// combined with WriteTokens. With neither, writes are refused (403).
+	OpenWrites bool
+
+	// ReadTokens, if not empty, make GET and HEAD need a bearer token too:
+	// one of these or one of WriteTokens. If empty, reads are open.
+	ReadTokens []string
+}
+
+// Auth checks the bearer token of public requests: "Authorization: Bearer
+// <token>". Tokens are compared by their SHA-256 digests in constant time,
+// against every configured token without stopping at a match, so neither a
+// token's bytes nor its length nor which token matched shows in the
+// response time. Only digests are kept.
+//
+// An Auth is safe for concurrent use; Update swaps its tokens atomically.
+type Auth struct {
+	state atomic.Pointer[authState]
+}
+
+type authState struct {
+	write, read [][sha256.Size]byte
+	openWrites  bool
+}
+
+// NewAuth validates cfg and returns an Auth enforcing it.
+func NewAuth(cfg AuthConfig) (*Auth, error) {
+	a := &Auth{}
+	if err := a.Update(cfg); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Update replaces the tokens and the write policy, for a token file that was
+// rewritten. On an invalid cfg the Auth keeps its old state and returns an
+// ErrConfig error.
+func (a *Auth) Update(cfg AuthConfig) error {
+	st, err := newAuthState(cfg)
+	if err != nil {
+		return err
+	}
+	a.state.Store(st)
+	return nil
+}
+
+func newAuthState(cfg AuthConfig) (*authState, error) {
+	if cfg.OpenWrites && len(cfg.WriteTokens) > 0 {
+		return nil, fmt.Errorf("%w: write tokens given and writes open: choose one", ErrConfig)
+	}
+	st := &authState{openWrites: cfg.OpenWrites}
+	for _, set := range []struct {
+		name   string
+		tokens []string
+		dst    *[][sha256.Size]byte
+	}{{"write", cfg.WriteTokens, &st.write}, {"read", cfg.ReadTokens, &st.read}} {
+		for i, t := range set.tokens {
+			if err := CheckToken(t); err != nil {
+				return nil, fmt.Errorf("%w: %s token #%d: %v", ErrConfig, set.name, i+1, err)
+			}
+			*set.dst = append(*set.dst, sha256.Sum256([]byte(t)))
+		}
+	}
+	return st, nil
+}
+
+// CheckToken refuses tokens that are too short to resist guessing, too long
+// for a header, or that hold bytes a header cannot carry unchanged.
+func CheckToken(t string) error {
+	if len(t) < MinTokenBytes {
+		return fmt.Errorf("%d bytes: want at least %d", len(t), MinTokenBytes)
+	}
+	if len(t) > MaxTokenBytes {
+		return fmt.Errorf("%d bytes: want at most %d", len(t), MaxTokenBytes)
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f {
+			return fmt.Errorf("byte %d is a space, a control or a non-ASCII character", i)
+		}
+	}
+	return nil
+}
+
+// WritesOpen reports whether writes need no token.
+func (a *Auth) WritesOpen() bool { return a.state.Load().openWrites }
+
+// Check authorizes r by its method and bearer token. It returns nil, or
+// ErrNoToken or ErrBadToken (401), or ErrWritesDisabled (403) for a write
+// when no write token is configured and writes are not open. Methods other
+// than GET, HEAD, PUT and DELETE pass: the handler refuses them itself.
+func (a *Auth) Check(r *http.Request) error {
+	st := a.state.Load()
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		if len(st.read) == 0 {
+			return nil
+		}
+		return st.match(r, st.read, st.write)
+	case http.MethodPut, http.MethodDelete:
+		switch {
+		case st.openWrites:
+			return nil
+		case len(st.write) == 0:
+			return ErrWritesDisabled
+		}
+		return st.match(r, st.write)
+	}
+	return nil
+}
+
+// match checks r's bearer token against every digest in sets.
+func (st *authState) match(r *http.Request, sets ...[][sha256.Size]byte) error {
+	tok, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return ErrNoToken
+	}
+	got := sha256.Sum256([]byte(tok))
+	found := 0
+	for _, set := range sets {
+		for i := range set {
+			found |= subtle.ConstantTimeCompare(got[:], set[i][:])
+		}
+	}
+	if found != 1 {
+		return ErrBadToken
+	}
+	return nil
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header
+// (the scheme is case-insensitive, RFC 9110 section 11.1).
+func bearer(header string) (string, bool) {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// challenge sets the WWW-Authenticate header a 401 must carry (RFC 9110
+// section 11.6.1), with RFC 6750's error code for a token that was given
+// but is wrong.
+func challenge(w http.ResponseWriter, err error) {
+	if StatusOf(err) != http.StatusUnauthorized {
+		return
+	}
+	v := `Bearer realm="ringcache"`
+	if errors.Is(err, ErrBadToken) {
+		v += `, error="invalid_token"`
+	}
+	w.Header().Set("WWW-Authenticate", v)
+}

@@ -1,0 +1,265 @@
+package transport
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+const (
+	writeToken = "write-token-0123456789abcdef"
+	readToken  = "read-token-0123456789abcdef"
+	otherToken = "other-token-0123456789abcdef"
+)
+
+func TestAuthConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  AuthConfig
+		ok   bool
+	}{
+		{"zero: writes refused", AuthConfig{}, true},
+		{"open writes", AuthConfig{OpenWrites: true}, true},
+		{"write token", AuthConfig{WriteTokens: []string{writeToken}}, true},
+		{"two write tokens", AuthConfig{WriteTokens: []string{writeToken, otherToken}}, true},
+		{"read token, writes refused", AuthConfig{ReadTokens: []string{readToken}}, true},
+		{"open writes and a token", AuthConfig{OpenWrites: true, WriteTokens: []string{writeToken}}, false},
+		{"short token", AuthConfig{WriteTokens: []string{"short"}}, false},
+		{"empty token", AuthConfig{WriteTokens: []string{""}}, false},
+		{"token with a space", AuthConfig{WriteTokens: []string{"0123456789 abcdefgh"}}, false},
+		{"token with a newline", AuthConfig{ReadTokens: []string{"0123456789abcdefgh\n"}}, false},
+		{"non-ASCII token", AuthConfig{ReadTokens: []string{"0123456789abcdefgé"}}, false},
+		{"huge token", AuthConfig{WriteTokens: []string{strings.Repeat("x", MaxTokenBytes+1)}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := NewAuth(tc.cfg)
+			if tc.ok && err != nil {
+				t.Fatalf("NewAuth: %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewAuth = %v, want ErrConfig", err)
+			}
+		})
+	}
+}
+
+// TestAuthCheck runs every method against every policy, at the level of
+// Check and of the status a client sees.
+func TestAuthCheck(t *testing.T) {
+	t.Parallel()
+	tokens := AuthConfig{WriteTokens: []string{writeToken}}
+	reads := AuthConfig{WriteTokens: []string{writeToken}, ReadTokens: []string{readToken}}
+	for _, tc := range []struct {
+		name   string
+		cfg    AuthConfig
+		method string
+		auth   string // the Authorization header, if any
+		want   error
+	}{
+		{"closed: GET open", AuthConfig{}, http.MethodGet, "", nil},
+		{"closed: PUT refused", AuthConfig{}, http.MethodPut, "", ErrWritesDisabled},
+		{"closed: DELETE refused even with a token", AuthConfig{}, http.MethodDelete, "Bearer " + writeToken, ErrWritesDisabled},
+		{"open: PUT", AuthConfig{OpenWrites: true}, http.MethodPut, "", nil},
+		{"open: DELETE", AuthConfig{OpenWrites: true}, http.MethodDelete, "", nil},
+		{"token: GET open", tokens, http.MethodGet, "", nil},
+		{"token: HEAD open", tokens, http.MethodHead, "", nil},
+		{"token: PUT without", tokens, http.MethodPut, "", ErrNoToken},
+		{"token: PUT right", tokens, http.MethodPut, "Bearer " + writeToken, nil},
+		{"token: scheme case-insensitive", tokens, http.MethodPut, "bearer " + writeToken, nil},
+		{"token: PUT wrong", tokens, http.MethodPut, "Bearer " + otherToken, ErrBadToken},
+		{"token: PUT prefix of the token", tokens, http.MethodPut, "Bearer " + writeToken[:20], ErrBadToken},
+		{"token: PUT token plus a byte", tokens, http.MethodPut, "Bearer " + writeToken + "x", ErrBadToken},
+		{"token: Basic scheme", tokens, http.MethodPut, "Basic " + writeToken, ErrNoToken},
+		{"token: bare token", tokens, http.MethodPut, writeToken, ErrNoToken},
+		{"token: empty bearer", tokens, http.MethodPut, "Bearer ", ErrNoToken},
+		{"token: DELETE right", tokens, http.MethodDelete, "Bearer " + writeToken, nil},
+		{"token: other methods left to the handler", tokens, http.MethodPost, "", nil},
+		{"reads: GET without", reads, http.MethodGet, "", ErrNoToken},
+		{"reads: GET read token", reads, http.MethodGet, "Bearer " + readToken, nil},
+		{"reads: GET write token", reads, http.MethodGet, "Bearer " + writeToken, nil},
+		{"reads: HEAD wrong", reads, http.MethodHead, "Bearer " + otherToken, ErrBadToken},
+		{"reads: PUT with the read token", reads, http.MethodPut, "Bearer " + readToken, ErrBadToken},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			a, err := NewAuth(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(tc.method, "/cache/g/k", nil)
+			if tc.auth != "" {
+				r.Header.Set("Authorization", tc.auth)
+			}
+			if err := a.Check(r); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+				t.Fatalf("Check = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestAuthUpdate rotates a token: during the rollover both are accepted,
+// after it only the new one, and an invalid update changes nothing.
+func TestAuthUpdate(t *testing.T) {
+	t.Parallel()
+	a, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(tok string) error {
+		r := httptest.NewRequest(http.MethodPut, "/cache/g/k", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		return a.Check(r)
+	}
+	if err := a.Update(AuthConfig{WriteTokens: []string{writeToken, otherToken}}); err != nil {
+		t.Fatal(err)
+	}
+	if put(writeToken) != nil || put(otherToken) != nil {
+		t.Fatal("during the rollover, old and new token must both be accepted")
+	}
+	if err := a.Update(AuthConfig{WriteTokens: []string{otherToken}}); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(put(writeToken), ErrBadToken) || put(otherToken) != nil {
+		t.Fatal("after the rollover only the new token may be accepted")
+	}
+	if err := a.Update(AuthConfig{WriteTokens: []string{"short"}}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Update with a short token = %v, want ErrConfig", err)
+	}
+	if put(otherToken) != nil {
+		t.Fatal("a refused Update changed the tokens")
+	}
+}
+
+// TestPublicWritesNeedToken runs a three-node cluster whose public API needs
+// a write token: writes without it or with a wrong one get 401 with a
+// Bearer challenge and change nothing any node serves; with it they are
+// applied cluster-wide; reads stay open.
+func TestPublicWritesNeedToken(t *testing.T) {
+	t.Parallel()
+	auth, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := newCluster(t, 3, clusterOpts{handler: func(_ int, c *HandlerConfig) { c.Auth = auth }})
+	c := testClient(t)
+	const key = "k"
+	readAll := func(want string) {
+		t.Helper()
+		for _, n := range nodes {
+			r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+			if r.status != http.StatusOK || r.body != want {
+				t.Fatalf("GET at %s = %d %q, want 200 %q", n.url, r.status, r.body, want)
+			}
+		}
+	}
+	readAll(string(valueOf(key)))
+
+	for _, tc := range []struct {
+		name, method, auth, challenge string
+	}{
+		{"PUT without a token", http.MethodPut, "", `Bearer realm="ringcache"`},
+		{"PUT with a wrong token", http.MethodPut, "Bearer " + otherToken, `Bearer realm="ringcache", error="invalid_token"`},
+		{"PUT with Basic", http.MethodPut, "Basic " + writeToken, `Bearer realm="ringcache"`},
+		{"DELETE without a token", http.MethodDelete, "", `Bearer realm="ringcache"`},
+		{"DELETE with a wrong token", http.MethodDelete, "Bearer " + otherToken, `Bearer realm="ringcache", error="invalid_token"`},
+	} {
+		for _, n := range nodes {
+			var hdr []string
+			if tc.auth != "" {
+				hdr = []string{"Authorization", tc.auth}
+			}
+			r := mustDo(t, c, tc.method, publicURL(n.url, testGroup, key), strings.NewReader("forged"), hdr...)
+			if r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") != tc.challenge {
+				t.Errorf("%s at %s: %d, WWW-Authenticate %q; want 401, %q", tc.name, n.url, r.status, r.header.Get("WWW-Authenticate"), tc.challenge)
+			}
+		}
+	}
+	readAll(string(valueOf(key))) // nothing changed anywhere
+
+	r := mustDo(t, c, http.MethodPut, publicURL(nodes[0].url, testGroup, key), strings.NewReader("new"), "Authorization", "Bearer "+writeToken)
+	if r.status != http.StatusNoContent {
+		t.Fatalf("PUT with the token = %d %q, want 204", r.status, r.body)
+	}
+	readAll("new")
+	r = mustDo(t, c, http.MethodDelete, publicURL(nodes[1].url, testGroup, key), nil, "Authorization", "Bearer "+writeToken)
+	if r.status != http.StatusNoContent {
+		t.Fatalf("DELETE with the token = %d %q, want 204", r.status, r.body)
+	}
+	readAll(string(valueOf(key))) // from the origin again
+}
+
+// TestPublicWritesDisabled: with no token and writes not opened, PUT and
+// DELETE are 403 (no challenge: no token would help) and reads work.
+func TestPublicWritesDisabled(t *testing.T) {
+	t.Parallel()
+	auth, err := NewAuth(AuthConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := newCluster(t, 2, clusterOpts{handler: func(_ int, c *HandlerConfig) { c.Auth = auth }})
+	c := testClient(t)
+	for _, method := range []string{http.MethodPut, http.MethodDelete} {
+		r := mustDo(t, c, method, publicURL(nodes[0].url, testGroup, "k"), strings.NewReader("x"), "Authorization", "Bearer "+writeToken)
+		if r.status != http.StatusForbidden || r.header.Get("WWW-Authenticate") != "" || !strings.Contains(r.body, "disabled") {
+			t.Errorf("%s = %d %q (WWW-Authenticate %q), want 403 without a challenge", method, r.status, r.body, r.header.Get("WWW-Authenticate"))
+		}
+	}
+	if err := get(t, c, nodes[1], "k"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublicReadToken: with a read token, reads need it (or a write token).
+func TestPublicReadToken(t *testing.T) {
+	t.Parallel()
+	auth, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}, ReadTokens: []string{readToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, loads := newCluster(t, 2, clusterOpts{handler: func(_ int, c *HandlerConfig) { c.Auth = auth }})
+	c := testClient(t)
+	u := publicURL(nodes[0].url, testGroup, "k")
+	if r := mustDo(t, c, http.MethodGet, u, nil); r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("GET without a token = %d, want 401 with a challenge", r.status)
+	}
+	// Refused before the group is looked up: an unknown group is 401 too.
+	if r := mustDo(t, c, http.MethodGet, publicURL(nodes[0].url, "nosuch", "k"), nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("GET of an unknown group without a token = %d, want 401", r.status)
+	}
+	if n := loads.count(); n != 0 {
+		t.Fatalf("refused reads caused %d origin loads", n)
+	}
+	for _, tok := range []string{readToken, writeToken} {
+		if r := mustDo(t, c, http.MethodGet, u, nil, "Authorization", "Bearer "+tok); r.status != http.StatusOK {
+			t.Fatalf("GET with %q = %d, want 200", tok, r.status)
+		}
+	}
+}
+
+// FuzzBearer checks the Authorization parser and Check on any header: no
+// panic, a token is never empty or padded, and only the configured token
+// authorizes a write.
+func FuzzBearer(f *testing.F) {
+	for _, s := range []string{"Bearer " + writeToken, "bearer  x ", "Basic abc", "Bearer", "", " Bearer x", "Bearer \t" + writeToken} {
+		f.Add(s)
+	}
+	a, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, header string) {
+		tok, ok := bearer(header)
+		if ok && (tok == "" || strings.TrimSpace(tok) != tok) {
+			t.Fatalf("bearer(%q) = %q", header, tok)
+		}
+		r := httptest.NewRequest(http.MethodPut, "/cache/g/k", nil)
+		r.Header["Authorization"] = []string{header}
+		if err := a.Check(r); (err == nil) != (ok && tok == writeToken) {
+			t.Fatalf("Check with %q = %v", header, err)
+		}
+	})
+}

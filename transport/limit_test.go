@@ -1,0 +1,719 @@
+package transport
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// limitedServer serves h on a loopback listener capped at max connections
+// and counts, from the server's own connection states, how many are open at
+// once: a check of the cap that does not trust the listener's counter.
+type limitedServer struct {
+	url  string
+	ln   *LimitListener
+	srv  *http.Server
+	open atomic.Int64
+	peak atomic.Int64
+}
+
+func newLimitedServer(t *testing.T, max int, h http.Handler, tune func(*http.Server)) *limitedServer {
+	t.Helper()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := NewLimitListener(raw, max, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &limitedServer{url: "http://" + raw.Addr().String(), ln: ln, srv: NewServer("", h)}
+	s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			n := s.open.Add(1)
+			for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+			}
+		case http.StateClosed, http.StateHijacked:
+			s.open.Add(-1)
+		}
+	}
+	if tune != nil {
+		tune(s.srv)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		s.srv.Close()
+		<-done
+	})
+	return s
+}
+
+// awaitOpen waits until the listener holds n connections.
+func (s *limitedServer) awaitOpen(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.ln.Open() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("listener holds %d connections, want %d", s.ln.Open(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNewLimitListener(t *testing.T) {
+	t.Parallel()
+	for _, max := range []int{0, -1} {
+		if _, err := NewLimitListener(nil, max, false); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewLimitListener(max %d) = %v, want ErrConfig", max, err)
+		}
+	}
+}
+
+// TestLimitListenerRefuses fills a listener's cap with idle connections:
+// the next connection gets a 503 at once (not a wait), and once a slot is
+// free a new connection is served again.
+func TestLimitListenerRefuses(t *testing.T) {
+	t.Parallel()
+	for _, plain := range []bool{true, false} {
+		t.Run(fmt.Sprintf("plainHTTP=%v", plain), func(t *testing.T) {
+			t.Parallel()
+			raw, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln, err := NewLimitListener(raw, 2, plain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+			done := make(chan struct{})
+			go func() { defer close(done); srv.Serve(ln) }()
+			t.Cleanup(func() { srv.Close(); <-done })
+			s := &limitedServer{ln: ln}
+
+			var held []net.Conn
+			for range 2 {
+				c, err := net.Dial("tcp", raw.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, c)
+			}
+			s.awaitOpen(t, 2)
+
+			c, err := net.Dial("tcp", raw.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			reply, err := io.ReadAll(c)
+			c.Close()
+			if plain && !strings.HasPrefix(string(reply), "HTTP/1.1 503 ") {
+				t.Errorf("over the cap: %q, %v; want a 503", reply, err)
+			}
+			if !plain && len(reply) != 0 {
+				t.Errorf("over the cap of a TLS listener: %q; want the connection closed without a byte", reply)
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Error("over the cap: the connection waited instead of being refused")
+			}
+			if ln.Refused() != 1 || ln.Open() != 2 {
+				t.Errorf("refused %d, open %d; want 1 and 2", ln.Refused(), ln.Open())
+			}
+
+			held[0].Close()
+			s.awaitOpen(t, 1)
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := client.Get("http://" + raw.Addr().String() + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("with a free slot: %d, want 200", resp.StatusCode)
+			}
+			held[1].Close()
+		})
+	}
+}
+
+func TestClientKey(t *testing.T) {
+	t.Parallel()
+	same := [][2]string{
+		{"10.0.0.1:1000", "10.0.0.1:2000"},
+		{"[::ffff:10.0.0.1]:1", "10.0.0.1:2"},
+		{"[2001:db8::1]:1", "[2001:db8::ffff:2]:2"},
+	}
+	different := [][2]string{
+		{"10.0.0.1:1", "10.0.0.2:1"},
+		{"[2001:db8::1]:1", "[2001:db8:0:1::1]:1"},
+		{"10.0.0.1:1", "[2001:db8::1]:1"},
+	}
+	for _, p := range same {
+		if clientKey(p[0]) != clientKey(p[1]) {
+			t.Errorf("%s and %s: different clients, want one", p[0], p[1])
+		}
+	}
+	for _, p := range different {
+		if clientKey(p[0]) == clientKey(p[1]) {
+			t.Errorf("%s and %s: one client, want two", p[0], p[1])
+		}
+	}
+}
+
+// TestClientLimiterConcurrent: a client gets MaxMisses slots; another
+// client is not affected; a release frees a slot, once.
+func TestClientLimiterConcurrent(t *testing.T) {
+	t.Parallel()
+	l, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err1 := l.Acquire("10.0.0.1:1")
+	r2, err2 := l.Acquire("10.0.0.1:2")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if _, err := l.Acquire("10.0.0.1:3"); !errors.Is(err, ErrTooManyRequests) {
+		t.Fatalf("third miss = %v, want ErrTooManyRequests", err)
+	}
+	r3, err := l.Acquire("10.0.0.2:1")
+	if err != nil {
+		t.Fatalf("another client: %v", err)
+	}
+	r1()
+	r1() // a second release must not free another slot
+	r4, err := l.Acquire("10.0.0.1:4")
+	if err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	if _, err := l.Acquire("10.0.0.1:5"); !errors.Is(err, ErrTooManyRequests) {
+		t.Fatalf("a double release freed two slots: %v", err)
+	}
+	r2()
+	r3()
+	r4()
+	if n := l.tracked(); n != 0 {
+		t.Fatalf("%d idle clients remembered without a rate limit, want 0", n)
+	}
+}
+
+// TestClientLimiterRate runs the token bucket on synctest's clock.
+func TestClientLimiterRate(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l, err := NewClientLimiter(ClientLimitConfig{MissRate: 10, MissBurst: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		take := func() error {
+			release, err := l.Acquire("10.0.0.1:1")
+			if err == nil {
+				release()
+			}
+			return err
+		}
+		for i := range 5 {
+			if err := take(); err != nil {
+				t.Fatalf("miss %d of the burst: %v", i+1, err)
+			}
+		}
+		if err := take(); !errors.Is(err, ErrTooManyRequests) {
+			t.Fatalf("miss 6 = %v, want ErrTooManyRequests", err)
+		}
+		time.Sleep(100 * time.Millisecond) // one token at 10/s
+		if err := take(); err != nil {
+			t.Fatalf("after 100ms: %v", err)
+		}
+		if err := take(); !errors.Is(err, ErrTooManyRequests) {
+			t.Fatalf("a second miss after 100ms = %v, want ErrTooManyRequests", err)
+		}
+		// Over a long run the rate holds: 10 s admit about 100 more.
+		admitted := 0
+		for range 1000 {
+			if take() == nil {
+				admitted++
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if admitted < 99 || admitted > 101 {
+			t.Fatalf("admitted %d misses in 10s at 10/s, want about 100", admitted)
+		}
+	})
+}
+
+// TestClientLimiterForgets: a client whose bucket has refilled is forgotten
+// when the map is swept, so memory follows the recently active clients.
+func TestClientLimiterForgets(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l, err := NewClientLimiter(ClientLimitConfig{MissRate: 100, MissBurst: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 * minSweep {
+			release, err := l.Acquire(fmt.Sprintf("10.%d.%d.1:1", i/256, i%256))
+			if err != nil {
+				t.Fatal(err)
+			}
+			release()
+			if i%minSweep == minSweep-1 {
+				time.Sleep(time.Second) // every bucket so far refills
+			}
+		}
+		if n := l.tracked(); n > 2*minSweep {
+			t.Fatalf("%d clients remembered, want at most %d", n, 2*minSweep)
+		}
+	})
+}
+
+// TestClientMissLimit drives the limit through the public handler: a client
+// with MaxMisses misses waiting on the origin gets 429 for another miss, but
+// hits still, and other clients are not held back.
+func TestClientMissLimit(t *testing.T) {
+	t.Parallel()
+	limiter, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	arrived := make(chan string, 10)
+	nodes, _ := newCluster(t, 1, clusterOpts{
+		handler: func(_ int, c *HandlerConfig) { c.Clients = limiter },
+		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+			if strings.HasPrefix(key, "slow") {
+				arrived <- key
+				<-release
+			}
+			return defaultOrigin(ctx, node, key)
+		},
+	})
+	n := nodes[0]
+	c := testClient(t)
+	if err := get(t, c, n, "hit"); err != nil { // now cached
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, key := range []string{"slow1", "slow2"} {
+		wg.Go(func() {
+			if err := get(t, c, n, key); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-arrived
+	<-arrived
+	r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, "slow3"), nil)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Errorf("a third miss = %d %q (Retry-After %q), want 429 with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if err := get(t, c, n, "hit"); err != nil {
+		t.Errorf("a hit while over the miss limit: %v", err)
+	}
+	close(release)
+	wg.Wait()
+	if err := get(t, c, n, "slow3"); err != nil {
+		t.Errorf("a miss after the others finished: %v", err)
+	}
+}
+
+// TestFloodAndSlowloris attacks one node's public listener with a
+// connection flood and slowloris connections (headers trickled a byte at a
+// time) while a normal client keeps reading cached keys over its
+// keep-alive connections, at a steady rate. The attacker is another
+// process (this test binary, as TestAttacker). Quiet and attack windows
+// alternate, so that both see the same machine (its load moves a lot). It
+// asserts that the cap holds (the server never has more connections open
+// than the cap), that connections over it are refused at once, that the
+// slowloris connections are cut at the header timeout, and that every
+// normal request succeeds; it reports the normal requests' latencies in
+// the quiet and in the attack windows.
+func TestFloodAndSlowloris(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test of a few seconds")
+	}
+	t.Parallel()
+	const (
+		maxConns      = 64
+		normalConns   = 4
+		headerTimeout = 500 * time.Millisecond
+		window        = 500 * time.Millisecond
+		windows       = 8 // quiet, attack, quiet, attack, ...
+		// The attacker (another process) and the client share this
+		// machine's two cores with the server, so both are paced: a flood
+		// as fast as a loop can spin measures the CPU, not the cap.
+		normalEvery = 2 * time.Millisecond // per connection: 2,000 requests/s in all
+		floodEvery  = 5 * time.Millisecond // per flooder: 1,600 connections/s in all
+		flooders    = 8
+		trickle     = 100 * time.Millisecond // slowloris: a header byte per this
+	)
+	cn := cache.New(cache.Config{})
+	g, err := cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
+		Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) { return defaultOrigin(ctx, "", key) })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(cn, HandlerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newLimitedServer(t, maxConns, h, func(srv *http.Server) { srv.ReadHeaderTimeout = headerTimeout })
+	addr := strings.TrimPrefix(s.url, "http://")
+	keys := make([]string, 100)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%d", i)
+		if _, err := g.Get(t.Context(), keys[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	attacker := startAttacker(t, addr, attackConfig{
+		MaxConns: maxConns, HeaderTimeout: headerTimeout, FloodEvery: floodEvery, Flooders: flooders, Trickle: trickle,
+	})
+	var attacking atomic.Bool
+	setAttack := func(on bool) {
+		attacking.Store(on)
+		attacker.set(t, on)
+	}
+
+	// The normal client's connections are open before the attack starts,
+	// as a real client's pool is: one per worker, each with a transport of
+	// its own, so that none is dialled later, during an attack.
+	normal := make([]*http.Client, normalConns)
+	for i := range normal {
+		tr := &http.Transport{MaxConnsPerHost: 1}
+		t.Cleanup(tr.CloseIdleConnections)
+		normal[i] = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
+	var (
+		mu          sync.Mutex
+		quiet, hard []time.Duration
+		failed      int
+		firstErr    error
+	)
+	var clients sync.WaitGroup
+	end := time.Now().Add(window * (windows + 1))
+	for w := range normalConns {
+		clients.Go(func() {
+			tick := time.NewTicker(normalEvery)
+			defer tick.Stop()
+			for i := w; time.Now().Before(end); i++ {
+				<-tick.C
+				during := attacking.Load()
+				start := time.Now()
+				resp, err := normal[w].Get(s.url + PublicPrefix + testGroup + "/" + keys[i%len(keys)])
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = errors.New(resp.Status)
+					}
+				}
+				d := time.Since(start)
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+				case during != attacking.Load(): // straddled a switch: neither
+				case during:
+					hard = append(hard, d)
+				case time.Now().After(end.Add(-window * windows)): // after the warm-up window
+					quiet = append(quiet, d)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	time.Sleep(window) // warm up: the pool's connections open
+	for i := range windows {
+		setAttack(i%2 == 1)
+		time.Sleep(window)
+	}
+	setAttack(false)
+	clients.Wait()
+	st := attacker.stop(t)
+
+	if p := s.peak.Load(); p > maxConns {
+		t.Errorf("the server had %d connections open at once, over the cap of %d", p, maxConns)
+	}
+	if s.ln.Refused() == 0 || st.FloodRefused == 0 {
+		t.Errorf("nothing was refused (listener %d, flood %d): the attack did not reach the cap", s.ln.Refused(), st.FloodRefused)
+	}
+	if st.FloodWaited > 0 {
+		t.Errorf("%d flood connections waited over a second instead of being refused or served", st.FloodWaited)
+	}
+	if st.SlowCut == 0 {
+		t.Error("no slowloris connection was cut at the header timeout")
+	}
+	if failed > 0 {
+		t.Errorf("%d normal requests failed; the first: %v", failed, firstErr)
+	}
+	q50, q99 := percentile(quiet, 50), percentile(quiet, 99)
+	a50, a99 := percentile(hard, 50), percentile(hard, 99)
+	t.Logf("cap %d: peak open %d; refused %d connections (flood: %d tries, %d refused, %d served, %d waited >1s); slowloris: %d cut at the %v header timeout, %d open when their window ended",
+		maxConns, s.peak.Load(), s.ln.Refused(), st.FloodTries, st.FloodRefused, st.FloodServed, st.FloodWaited, st.SlowCut, headerTimeout, st.SlowLeft)
+	t.Logf("normal requests over %d keep-alive connections: quiet %d (p50 %v, p99 %v), under attack %d (p50 %v, p99 %v): p99 ratio %.2f",
+		normalConns, len(quiet), q50, q99, len(hard), a50, a99, float64(a99)/float64(q99))
+}
+
+// attackConfig paces the attacker process of TestFloodAndSlowloris.
+type attackConfig struct {
+	MaxConns      int           // slowloris connections to try to hold
+	HeaderTimeout time.Duration // the server's: a cut after half of it counts as one
+	FloodEvery    time.Duration // per flooder, between new connections
+	Flooders      int
+	Trickle       time.Duration // slowloris: a header byte per this
+}
+
+// attackStats is what the attacker saw.
+type attackStats struct {
+	SlowCut, SlowLeft int64 // slowloris connections cut by the server / open when their window ended
+	FloodTries        int64
+	FloodRefused      int64 // got a 503 or were closed at once
+	FloodWaited       int64 // waited more than a second for anything
+	FloodServed       int64 // got a 200: there was a free slot
+}
+
+// attack runs slowloris connections and a connection flood against addr
+// while attacking is true, until ctx ends.
+func attack(ctx context.Context, addr string, cfg attackConfig, attacking *atomic.Bool) attackStats {
+	var (
+		wg                sync.WaitGroup
+		slowCut, slowLeft atomic.Int64
+		floodTries        atomic.Int64
+		floodRefused      atomic.Int64
+		floodWaited       atomic.Int64
+		floodServed       atomic.Int64
+	)
+	idle := func() bool {
+		if attacking.Load() {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+		return true
+	}
+	// Slowloris: hold as many connections as possible, trickling headers.
+	for range cfg.MaxConns {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if idle() {
+					continue
+				}
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				opened := time.Now()
+				io.WriteString(c, "GET /cache/g/k0 HTTP/1.1\r\nHost: x\r\n")
+				cut := false
+				for attacking.Load() && !cut {
+					c.SetWriteDeadline(time.Now().Add(time.Second))
+					if _, err := io.WriteString(c, "X"); err != nil {
+						cut = true
+						break
+					}
+					// A refused or cut connection shows as a reply or EOF.
+					c.SetReadDeadline(time.Now().Add(cfg.Trickle))
+					var b [1]byte
+					if _, err := c.Read(b[:]); err == nil || !isTimeout(err) {
+						cut = true
+					}
+				}
+				if cut && time.Since(opened) > cfg.HeaderTimeout/2 {
+					slowCut.Add(1)
+				} else if !cut {
+					slowLeft.Add(1)
+				}
+				c.Close()
+				time.Sleep(cfg.Trickle) // a refused attacker comes back, but not in a spin
+			}
+		})
+	}
+	// Flood: new connections, one request each.
+	for range cfg.Flooders {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if idle() {
+					continue
+				}
+				time.Sleep(cfg.FloodEvery)
+				floodTries.Add(1)
+				c, err := net.Dial("tcp", addr)
+				if err != nil {
+					continue
+				}
+				start := time.Now()
+				c.SetDeadline(start.Add(3 * time.Second))
+				io.WriteString(c, "GET /cache/g/k1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+				line, err := bufio.NewReader(c).ReadString('\n')
+				switch {
+				case time.Since(start) > time.Second:
+					floodWaited.Add(1)
+				case strings.HasPrefix(line, "HTTP/1.1 200"):
+					floodServed.Add(1)
+				case strings.HasPrefix(line, "HTTP/1.1 503"), err != nil:
+					floodRefused.Add(1)
+				}
+				c.Close()
+			}
+		})
+	}
+
+	wg.Wait()
+	return attackStats{SlowCut: slowCut.Load(), SlowLeft: slowLeft.Load(), FloodTries: floodTries.Load(),
+		FloodRefused: floodRefused.Load(), FloodWaited: floodWaited.Load(), FloodServed: floodServed.Load()}
+}
+
+// attackerEnv carries the attack's address and configuration to the
+// attacker process, which is this test binary run for TestAttacker.
+const attackerEnv = "RINGCACHE_TEST_ATTACKER"
+
+// attacker is the attacker process: a separate process, so that its
+// goroutines do not queue in the server's scheduler (an attacker is
+// another machine), though it shares this machine's cores.
+type attacker struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+}
+
+func startAttacker(t *testing.T, addr string, cfg attackConfig) *attacker {
+	t.Helper()
+	spec, err := json.Marshal(struct {
+		Addr string
+		Cfg  attackConfig
+	}{addr, cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttacker$", "-test.count=1")
+	cmd.Env = append(os.Environ(), attackerEnv+"="+string(spec))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a := &attacker{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	a.expect(t, "ready")
+	return a
+}
+
+// expect reads the attacker's output up to a line starting with prefix and
+// returns the rest of that line.
+func (a *attacker) expect(t *testing.T, prefix string) string {
+	t.Helper()
+	for a.out.Scan() {
+		if rest, ok := strings.CutPrefix(a.out.Text(), prefix); ok {
+			return rest
+		}
+	}
+	t.Fatalf("the attacker ended before saying %q: %v", prefix, a.out.Err())
+	return ""
+}
+
+// set turns the attack on or off and waits until the attacker has it.
+func (a *attacker) set(t *testing.T, on bool) {
+	t.Helper()
+	cmd := "off"
+	if on {
+		cmd = "on"
+	}
+	fmt.Fprintln(a.stdin, cmd)
+	a.expect(t, cmd)
+}
+
+// stop ends the attack and returns what the attacker saw.
+func (a *attacker) stop(t *testing.T) attackStats {
+	t.Helper()
+	a.stdin.Close()
+	var st attackStats
+	if err := json.Unmarshal([]byte(a.expect(t, "stats ")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.cmd.Wait(); err != nil {
+		t.Fatalf("attacker: %v", err)
+	}
+	return st
+}
+
+// TestAttacker is the attacker process of TestFloodAndSlowloris; run
+// directly, it does nothing. It reads "on" and "off" lines, echoing each
+// once it applies, and prints its stats when its input ends.
+func TestAttacker(t *testing.T) {
+	raw := os.Getenv(attackerEnv)
+	if raw == "" {
+		t.Skip("the attacker process of TestFloodAndSlowloris")
+	}
+	var spec struct {
+		Addr string
+		Cfg  attackConfig
+	}
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	var attacking atomic.Bool
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan attackStats)
+	go func() { done <- attack(ctx, spec.Addr, spec.Cfg, &attacking) }()
+	fmt.Println("ready")
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		attacking.Store(in.Text() == "on")
+		fmt.Println(in.Text())
+	}
+	attacking.Store(false)
+	cancel()
+	st, err := json.Marshal(<-done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("stats %s\n", st)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// percentile returns the p-th percentile of d (sorted in place).
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return d[min(len(d)-1, len(d)*p/100)]
+}

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/peers"
+	"github.com/ringcache/ringcache/transport"
 )
 
 // Validate checks the whole configuration, so that nothing starts
@@ -34,7 +34,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.PeerURL != "" {
-		if err := checkPeerURL(c.PeerURL); err != nil {
+		if err := transport.CheckPeerURL(c.PeerURL); err != nil {
 			return bad("peer-url", "%v", err)
 		}
 	}
@@ -42,7 +42,7 @@ func (c *Config) Validate() error {
 		return bad("peers", "set either etcd or peers, not both")
 	}
 	for _, p := range c.Peers {
-		if err := checkPeerURL(p); err != nil {
+		if err := transport.CheckPeerURL(p); err != nil {
 			return bad("peers", "%v", err)
 		}
 	}
@@ -236,20 +236,6 @@ func checkAddr(addr string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("%q: want host:port with a port number", addr)
-	}
-	return nil
-}
-
-func checkPeerURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return fmt.Errorf("%q: want an http(s) URL with a host", s)
-	}
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: want a base URL without path, query or fragment", s)
 	}
 	return nil
 }

@@ -532,6 +532,23 @@ func (g *Group) Newest(n int) []KeyValue {
 	return out
 }
 
+// Kept returns up to n of the values this node kept, within the hand-off
+// window, for keys it no longer owns, most recently used first: for a node
+// that pushes them to their new owners.
+func (g *Group) Kept(n int) []KeyValue {
+	if !g.inHandoff() {
+		return nil
+	}
+	es := g.handoff.newest(n)
+	out := make([]KeyValue, 0, len(es))
+	for _, e := range es {
+		if !e.e.notFound {
+			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
+		}
+	}
+	return out
+}
+
 // KeyValue is a key with its value.
 type KeyValue struct {
 	Key   string

@@ -284,8 +284,33 @@ func (c *Compose) ScaleUp(ctx context.Context) (string, error) {
 	return "node4", nil
 }
 
-// ScaleDown implements Cluster with deploy/scale.sh down.
+// ScaleDown implements Cluster with deploy/scale.sh down. The script
+// removes node4's container, and its log with it, so the log is followed
+// into <TMPDIR>/<project>-node4.log meanwhile: what a leaving node did
+// (its hand-over) stays readable.
 func (c *Compose) ScaleDown(ctx context.Context) (string, error) {
+	if id, err := c.id(ctx, "node4"); err == nil {
+		path := filepath.Join(os.TempDir(), c.cfg.Project+"-node4.log")
+		if f, err := os.Create(path); err == nil {
+			cmd := exec.CommandContext(ctx, "docker", "logs", "--follow", "--timestamps", id)
+			cmd.Stdout, cmd.Stderr = f, f
+			if err := cmd.Start(); err == nil {
+				// The log ends when the container is removed; if the
+				// script failed before that, it is cut off.
+				defer func() {
+					cut := time.AfterFunc(5*time.Second, func() { cmd.Process.Kill() })
+					defer cut.Stop()
+					if err := cmd.Wait(); err != nil {
+						c.cfg.Log("following node4's log: %v", err)
+					}
+					f.Close()
+					c.cfg.Log("node4's log is in %s", path)
+				}()
+			} else {
+				f.Close()
+			}
+		}
+	}
 	if _, err := c.script(ctx, "scale.sh", "down"); err != nil {
 		return "", err
 	}

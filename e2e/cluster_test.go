@@ -62,17 +62,24 @@ type result struct {
 	converge time.Duration
 	note     string
 	history  Report // what the history checker found in the scenario's reads
+	// handoff is what the membership change cost the origin: loads per
+	// key that changed owner (or per warm key), "loads/keys = ratio".
+	handoff string
 }
 
 // suite holds what the scenarios share: one cluster, one load generator that
 // runs from the first scenario to the last, and the ledger of origin loads.
 type suite struct {
-	c      Cluster
-	api    *API
-	load   *Load
-	ledger *Ledger
-	keys   []string
-	self   map[string]string // node -> its peer URL, as its ring reports it
+	c         Cluster
+	placement string            // hashed or ranges
+	project   string            // the Compose project, which names files the suite leaves in TMPDIR
+	names     map[string]string // peer URL -> node name, of every node that ever ran
+	up        time.Duration     // how long up.sh took
+	api       *API
+	load      *Load
+	ledger    *Ledger
+	keys      []string
+	self      map[string]string // node -> its peer URL, as its ring reports it
 
 	// hist records every read and write; checker judges them.
 	hist    *History
@@ -85,7 +92,47 @@ type suite struct {
 	tail    Report // reads checked after the last scenario
 }
 
+// scenario is one named test body run against the suite's cluster.
+type scenario struct {
+	name string
+	run  func(s *suite, t *testing.T) result
+}
+
+// TestCluster runs every scenario against a cluster with hashed placement
+// (each node's points hashed from its URL), the default.
 func TestCluster(t *testing.T) {
+	runCluster(t, "hashed", []scenario{
+		{"baseline", (*suite).baseline},
+		{"kill", (*suite).kill},
+		{"stop", (*suite).stop},
+		{"etcd-outage", (*suite).etcdOutage},
+		{"partition", (*suite).partition},
+		{"pause", (*suite).pause},
+		{"lost-write", (*suite).lostWrite},
+		{"hot-copy", (*suite).hotCopy},
+		{"scale", (*suite).scale},
+		{"rolling-restart", (*suite).rollingRestart},
+		{"unsigned-peer", (*suite).unsignedPeer},
+	})
+}
+
+// TestClusterRanges runs the membership scenarios, where the warm hand-off
+// counts, against a cluster with explicit arcs stored in etcd
+// (RINGCACHE_PLACEMENT=ranges): the hand-off reads the previous owner from
+// the ring before a change, however that ring was built.
+func TestClusterRanges(t *testing.T) {
+	runCluster(t, "ranges", []scenario{
+		{"baseline", (*suite).baseline},
+		{"kill", (*suite).kill},
+		{"stop", (*suite).stop},
+		{"scale", (*suite).scale},
+		{"rolling-restart", (*suite).rollingRestart},
+	})
+}
+
+// runCluster brings up a cluster with the given placement, starts the load
+// generator and runs the scenarios in order, then prints the summary.
+func runCluster(t *testing.T, placement string, scenarios []scenario) {
 	if !dockerAnswers(t) {
 		t.Skip("no Docker daemon answers")
 	}
@@ -112,6 +159,7 @@ func TestCluster(t *testing.T) {
 			// one client. TestSecurity checks the limits.
 			"RINGCACHE_CLIENT_MISSES=off",
 			"RINGCACHE_CLIENT_MISS_RATE=off",
+			"RINGCACHE_PLACEMENT=" + placement,
 		},
 		Log: t.Logf,
 	})
@@ -148,7 +196,7 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
-	s := &suite{c: c, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{},
+	s := &suite{c: c, placement: placement, up: up, project: c.Project(), names: map[string]string{}, api: NewAPI(5 * time.Second), keys: Keys(numKeys), self: map[string]string{},
 		hist: NewHistory(), checker: NewChecker(demoOrigin)}
 	for i := range numWriteKeys {
 		s.writeKeys = append(s.writeKeys, fmt.Sprintf("%sload-%02d", writtenPrefix, i))
@@ -162,8 +210,9 @@ func TestCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.self[n] = r.Self
+		s.names[r.Self] = n
 	}
-	t.Logf("cluster %s up in %s: %v", c.Project(), up.Round(time.Millisecond), s.self)
+	t.Logf("cluster %s (placement %s) up in %s: %v", c.Project(), placement, up.Round(time.Millisecond), s.self)
 
 	s.load, err = NewLoad(LoadConfig{Group: group, Keys: s.keys, WriteKeys: s.writeKeys,
 		Writer: "load-" + c.Project(), History: s.hist, WriteToken: c.WriteToken()})
@@ -178,22 +227,6 @@ func TestCluster(t *testing.T) {
 	s.load.Start(ctx)
 	t.Cleanup(s.load.Stop)
 
-	scenarios := []struct {
-		name string
-		run  func(s *suite, t *testing.T) result
-	}{
-		{"baseline", func(s *suite, t *testing.T) result { return s.baseline(t, up) }},
-		{"kill", (*suite).kill},
-		{"stop", (*suite).stop},
-		{"etcd-outage", (*suite).etcdOutage},
-		{"partition", (*suite).partition},
-		{"pause", (*suite).pause},
-		{"lost-write", (*suite).lostWrite},
-		{"hot-copy", (*suite).hotCopy},
-		{"scale", (*suite).scale},
-		{"rolling-restart", (*suite).rollingRestart},
-		{"unsigned-peer", (*suite).unsignedPeer},
-	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			// A scenario starts from three ready nodes that agree; when an
@@ -576,7 +609,7 @@ var three = []string{"node1", "node2", "node3"}
 // baseline: a fresh cluster under load, and a sweep that asks every node for
 // every key at once. Every key is loaded from the origin exactly once
 // cluster-wide. Then the generator starts writing too.
-func (s *suite) baseline(t *testing.T, up time.Duration) result {
+func (s *suite) baseline(t *testing.T) result {
 	ctx := t.Context()
 	// No reset: the ledger starts at zero, as the fresh cluster did, and the
 	// generator has been running since before this scenario.
@@ -604,7 +637,7 @@ func (s *suite) baseline(t *testing.T, up time.Duration) result {
 		t.Errorf("want every key loaded exactly once: %d keys never loaded %v, %d loaded more than once %v, %d keys loaded in all",
 			len(missing), first(missing, 5), len(twice), first(twice, 5), len(loads))
 	}
-	return result{stats: st, extra: extra, converge: up, note: "converged = up.sh: build, start, all ready and agreeing"}
+	return result{stats: st, extra: extra, converge: s.up, note: "converged = up.sh: build, start, all ready and agreeing"}
 }
 
 // faultDrop runs fault against victim while polling the survivors' rings,
@@ -614,12 +647,9 @@ func (s *suite) faultDrop(t *testing.T, victim string, fault func(context.Contex
 	t.Helper()
 	ctx := t.Context()
 	survivors := slices.DeleteFunc(slices.Clone(three), func(n string) bool { return n == victim })
-	if err := s.ledger.Ending(ctx, victim, s.c.URL(victim)); err != nil {
-		t.Fatal(err)
-	}
 	errc := make(chan error, 1)
 	t0 := time.Now()
-	go func() { errc <- fault(ctx, victim) }()
+	go func() { errc <- s.end(ctx, victim, fault) }()
 	_, err := s.waitRings(ctx, t0, survivors, s.selves(survivors), settle)
 	dropped := time.Now()
 	if ferr := <-errc; ferr != nil {
@@ -686,30 +716,76 @@ func (s *suite) rejoin(t *testing.T, node string) (time.Duration, Stats) {
 // crash: one node is killed (SIGKILL) or stopped (SIGTERM) under load, the
 // clients keep its URL (they retry elsewhere when it refuses), then it comes
 // back. Survivors drop it within bound and do not load their own keys again.
+// While it is gone every key is read through its new owner, and the origin
+// loads of the keys that moved are counted: a node that stops gracefully
+// hands its values over first (at most maxLoads per moved key; a negative
+// maxLoads: no bound, as for a kill, which hands nothing over). Its return
+// moves the same keys back, and is counted the same way.
 func (s *suite) crash(t *testing.T, victim string, fault func(context.Context, string) error,
-	exitedAt func(context.Context, string) (time.Time, error), bound time.Duration) result {
+	exitedAt func(context.Context, string) (time.Time, error), bound time.Duration, maxLoads float64) result {
 	ctx := t.Context()
+	survivors := without(three, victim)
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	owners, err := s.owners(ctx, "node1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	hold(t, 2*time.Second)
+	w := s.watchLoads(ctx, three...)
 	faultAt := time.Now()
 	defer s.moved(faultAt)
+	w.mark(t, "ending %s", victim)
 	drop := s.faultDrop(t, victim, fault, exitedAt)
 	if drop > bound {
 		t.Errorf("survivors dropped %s after %s; want within %s", victim, drop.Round(time.Millisecond), bound)
 	}
+	w.mark(t, "survivors dropped %s", victim)
 	hold(t, 2*time.Second)
+	gone, err := s.owners(ctx, survivors[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := movedKeys(owners, gone)
+	for _, k := range moved {
+		if owners[k] != s.self[victim] {
+			t.Errorf("%s moved from %s to %s, but only %s left", k, owners[k], gone[k], victim)
+		}
+	}
+	goneSweep := s.sweep(ctx, s.toOwners(t, survivors))
+	w.mark(t, "every key read through its owner among %v", survivors)
 	victimKeys := s.survivorsKeptKeys(t, owners, victim)
+	away := s.loads(t, survivors...)
+	goneEvents := w.Stop()
+	if maxLoads >= 0 && float64(away.Total()) > maxLoads*float64(len(moved)) {
+		t.Errorf("%d origin loads for %d keys that moved when %s left: %.3f per moved key; want at most %.2f",
+			away.Total(), len(moved), victim, float64(away.Total())/float64(len(moved)), maxLoads)
+		s.describeLoads(t, w, goneEvents, owners, gone)
+	}
+
+	w = s.watchLoads(ctx, three...)
+	w.mark(t, "starting %s again", victim)
 	back, sweep := s.rejoin(t, victim)
-	st := s.window(sweep)
+	w.mark(t, "%s rejoined, every key read through its owner", victim)
+	backEvents := w.Stop()
+	all := s.loads(t, three...)
+	rejoined := all.Minus(away)
+	again, err := s.owners(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	movedBack := movedKeys(gone, again)
+	if maxLoads >= 0 && float64(rejoined.Total()) > maxLoads*float64(len(movedBack)) {
+		// Not a target of its own: logged so that a restart's cost can be told from the stop's.
+		t.Logf("%d origin loads for %d keys that moved back when %s rejoined", rejoined.Total(), len(movedBack), victim)
+		s.describeLoads(t, w, backEvents, gone, again)
+	}
+	st := s.window(warm.plus(goneSweep).plus(sweep))
 	noErrors(t, st)
-	extra := s.loads(t, three...).Total()
-	return result{stats: st, extra: extra, converge: drop,
-		note: fmt.Sprintf("ring dropped %s (bound %s); survivors reloaded %d of %s's keys while it was gone and 0 of their own; it rejoined in %s",
-			victim, bound, victimKeys, victim, back.Round(time.Millisecond))}
+	return result{stats: st, extra: all.Total(), converge: drop,
+		handoff: perKey(away.Total(), len(moved)) + ", back " + perKey(rejoined.Total(), len(movedBack)),
+		note: fmt.Sprintf("ring dropped %s (bound %s); %d keys moved to the survivors, which loaded %d of them (%d loads) while it was gone and 0 of their own; it rejoined in %s, %d keys moved back with %d loads",
+			victim, bound, len(moved), victimKeys, away.Total(), back.Round(time.Millisecond), len(movedBack), rejoined.Total())}
 }
 
 // exitTimer is a Cluster that can tell when a node's process ended.
@@ -722,11 +798,11 @@ func (s *suite) kill(t *testing.T) result {
 	if et, ok := s.c.(exitTimer); ok {
 		exitedAt = et.ExitedAt
 	}
-	return s.crash(t, "node2", s.c.Kill, exitedAt, killBound)
+	return s.crash(t, "node2", s.c.Kill, exitedAt, killBound, -1)
 }
 
 func (s *suite) stop(t *testing.T) result {
-	return s.crash(t, "node3", s.c.Stop, nil, stopBound)
+	return s.crash(t, "node3", s.c.Stop, nil, stopBound, maxLeaveLoads)
 }
 
 // etcdOutage: etcd is stopped for 30 s under load, then started. Nothing
@@ -884,43 +960,48 @@ func (s *suite) partition(t *testing.T) result {
 			partition, dropped.Round(time.Millisecond), st.ErrorsByNode[victim])}
 }
 
-// scale: node4 joins under load, about a quarter of the keys move to it and
-// only those are loaded again; then it leaves and the keys move back.
+// scale: node4 joins under load, about a quarter of the keys move to it,
+// all of them, and node4 takes their values from their previous owners
+// rather than the origin (at most maxJoinLoads origin loads per moved key);
+// then it leaves gracefully, handing them back (at most maxLeaveLoads).
 func (s *suite) scale(t *testing.T) result {
 	ctx := t.Context()
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	before, err := s.owners(ctx, "node1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	w := s.watchLoads(ctx, three...)
 	t0 := time.Now()
 	defer s.moved(t0)
+	w.mark(t, "adding a node")
 	added, err := s.c.ScaleUp(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.add(added)
 	four := append(slices.Clone(three), added)
 	r, err := s.api.Ring(ctx, s.c.URL(added), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.self[added] = r.Self
+	s.names[r.Self] = added
 	joined, err := s.waitRings(ctx, t0, four, s.selves(four), settle)
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.mark(t, "the four rings agree")
 	s.load.SetTargets(s.targets(four))
 	after, err := s.owners(ctx, "node2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var moved []string
-	for _, k := range s.keys {
-		if after[k] != before[k] {
-			moved = append(moved, k)
-			if after[k] != s.self[added] {
-				t.Errorf("%s moved from %s to %s, not to the new node", k, before[k], after[k])
-			}
+	moved := movedKeys(before, after)
+	for _, k := range moved {
+		if after[k] != s.self[added] {
+			t.Errorf("%s moved from %s to %s, not to the new node", k, before[k], after[k])
 		}
 	}
 	frac := float64(len(moved)) / float64(len(s.keys))
@@ -928,9 +1009,12 @@ func (s *suite) scale(t *testing.T) result {
 		t.Errorf("%.3f of the keys changed owner; want about 1/4", frac)
 	}
 	upSweep := s.sweep(ctx, s.toOwners(t, four))
+	w.mark(t, "every key read through its owner")
 	loads := s.loads(t, four...)
-	// A moved key is loaded once by its new owner; anything else is extra.
-	var movedLoaded, extraUp int64
+	upEvents := w.Stop()
+	// A moved key is taken over from its previous owner; an origin load of
+	// it is what the hand-off failed to save, and any other is extra.
+	var movedLoaded, movedLoads int64
 	var unmoved []string
 	isMoved := make(map[string]bool, len(moved))
 	for _, k := range moved {
@@ -941,31 +1025,39 @@ func (s *suite) scale(t *testing.T) result {
 		switch {
 		case isMoved[k]:
 			movedLoaded++
-			extraUp += n - 1
+			movedLoads += n
 		default:
-			extraUp += n
 			unmoved = append(unmoved, fmt.Sprintf("%s (owner %s, loaded by %s)", k, after[k], loads.Who(k)))
 		}
 	}
 	if len(unmoved) > 0 {
 		t.Errorf("%d keys that kept their owner were loaded again, e.g. %v; want none", len(unmoved), first(unmoved, 5))
 	}
-	upStats := s.window(upSweep)
+	if float64(loads.Total()) > maxJoinLoads*float64(len(moved)) {
+		t.Errorf("%d origin loads for %d keys that moved to %s: %.3f per moved key; want at most %.2f",
+			loads.Total(), len(moved), added, float64(loads.Total())/float64(len(moved)), maxJoinLoads)
+		s.describeLoads(t, w, upEvents, before, after)
+	}
+	taken, _ := s.handoffs(ctx, added)
+	upStats := s.window(warm.plus(upSweep))
 	noErrors(t, upStats)
 	s.moved(t0) // before the check: the join moved keys
-	s.add(result{name: "scale 3->4", stats: upStats, extra: extraUp, converge: joined, history: s.checkHistory(t),
-		note: fmt.Sprintf("%d of %d keys (%.1f%%) changed owner, all to %s; %d of them loaded again (%d loads beyond one each), %d of the rest",
-			len(moved), len(s.keys), 100*frac, added, movedLoaded, extraUp, len(unmoved))})
+	s.add(result{name: "scale 3->4", stats: upStats, extra: loads.Total(), converge: joined, history: s.checkHistory(t),
+		handoff: perKey(loads.Total(), len(moved)),
+		note: fmt.Sprintf("%d of %d keys (%.1f%%) changed owner, all to %s, which took %.0f values from their previous owners; %d moved keys loaded from the origin (%d loads), %d of the rest",
+			len(moved), len(s.keys), 100*frac, added, taken, movedLoaded, movedLoads, len(unmoved))})
 
-	// And back to three. Clients keep node4's URL until it is gone; the
-	// retry covers the moment it refuses.
+	// And back to three: node4 stops gracefully and hands its keys to their
+	// old owners. Clients keep node4's URL until it is gone; the retry
+	// covers the moment it refuses.
 	s.reset(t, four...)
-	if err := s.ledger.Ending(ctx, added, s.c.URL(added)); err != nil {
-		t.Fatal(err)
-	}
+	w = s.watchLoads(ctx, four...)
+	w.mark(t, "removing %s", added)
 	t1 := time.Now()
 	errc := make(chan error, 1)
-	go func() { _, err := s.c.ScaleDown(ctx); errc <- err }()
+	go func() {
+		errc <- s.end(ctx, added, func(ctx context.Context, _ string) error { _, err := s.c.ScaleDown(ctx); return err })
+	}()
 	left, err := s.waitRings(ctx, t1, three, s.selves(three), settle)
 	if serr := <-errc; serr != nil {
 		t.Fatal(serr)
@@ -973,6 +1065,7 @@ func (s *suite) scale(t *testing.T) result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.mark(t, "%s is gone and the three rings agree", added)
 	s.load.SetTargets(s.targets(three))
 	delete(s.self, added)
 	back, err := s.owners(ctx, "node3")
@@ -982,29 +1075,47 @@ func (s *suite) scale(t *testing.T) result {
 	if !maps.Equal(back, before) {
 		t.Errorf("owners after node4 left differ from before it joined")
 	}
+	movedBack := movedKeys(after, back)
 	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
 	noErrors(t, st)
-	extra := s.loads(t, three...).Total()
-	return result{name: "scale 4->3", stats: st, extra: extra, converge: left,
-		note: fmt.Sprintf("node4's keys went back to their old owners, which loaded %d of them again", extra)}
+	downLoads := s.loads(t, three...)
+	downEvents := w.Stop()
+	if float64(downLoads.Total()) > maxLeaveLoads*float64(len(movedBack)) {
+		t.Errorf("%d origin loads for %d keys that moved back when %s left: %.3f per moved key; want at most %.2f",
+			downLoads.Total(), len(movedBack), added, float64(downLoads.Total())/float64(len(movedBack)), maxLeaveLoads)
+		s.describeLoads(t, w, downEvents, after, back)
+	}
+	return result{name: "scale 4->3", stats: st, extra: downLoads.Total(), converge: left,
+		handoff: perKey(downLoads.Total(), len(movedBack)),
+		note:    fmt.Sprintf("%d keys went back from %s to their old owners, which loaded %d of them again", len(movedBack), added, len(downLoads))}
 }
 
 // rollingRestart: each node in turn is stopped gracefully and started again,
-// the next one only once the three agree. No client errors; final rings agree.
+// the next one only once it is ready and the three agree, as a deploy
+// would; only the generator's load reads meanwhile. No client errors; final
+// rings agree; the warm keys cost the origin at most maxRollingShare of them
+// (each stopping node hands its values over, each returning one takes its
+// keys back from their interim owners).
 func (s *suite) rollingRestart(t *testing.T) result {
 	ctx := t.Context()
+	warm := s.warmUp(t, three)
 	s.reset(t, three...)
 	defer s.moved(time.Now())
+	before, err := s.owners(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.watchLoads(ctx, three...)
 	var worst time.Duration
 	var per []string
+	prev := Tally{}
 	for _, n := range three {
-		if err := s.ledger.Ending(ctx, n, s.c.URL(n)); err != nil {
-			t.Fatal(err)
-		}
 		t0 := time.Now()
-		if err := s.c.Stop(ctx, n); err != nil {
+		w.mark(t, "stopping %s", n)
+		if err := s.end(ctx, n, s.c.Stop); err != nil {
 			t.Fatal(err)
 		}
+		w.mark(t, "%s stopped; starting it", n)
 		if err := s.c.Start(ctx, n); err != nil {
 			t.Fatal(err)
 		}
@@ -1015,17 +1126,33 @@ func (s *suite) rollingRestart(t *testing.T) result {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cur := s.loads(t, three...)
+		step := cur.Minus(prev).Total()
+		prev = cur
+		w.mark(t, "%s ready and the rings agree; %d origin loads since its stop began", n, step)
 		worst = max(worst, d)
-		per = append(per, fmt.Sprintf("%s %s", n, d.Round(time.Millisecond)))
+		per = append(per, fmt.Sprintf("%s %s (%d loads)", n, d.Round(time.Millisecond), step))
 	}
-	st := s.window(s.sweep(ctx, s.toOwners(t, three)))
+	st := s.window(warm.plus(s.sweep(ctx, s.toOwners(t, three))))
 	noErrors(t, st)
 	if _, err := s.waitRings(ctx, time.Now(), three, s.selves(three), time.Second); err != nil {
 		t.Errorf("final rings: %v", err)
 	}
-	extra := s.loads(t, three...).Total()
-	return result{stats: st, extra: extra, converge: worst,
-		note: "stop, start, ready and agreeing, per node: " + strings.Join(per, ", ") + "; every restarted node reloads its own keys"}
+	after, err := s.owners(ctx, "node1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := s.loads(t, three...)
+	events := w.Stop()
+	if share := float64(loads.Total()) / float64(len(s.keys)); share > maxRollingShare {
+		t.Errorf("%d origin loads for %d warm keys in the rolling restart: %.1f%%; want at most %.0f%%",
+			loads.Total(), len(s.keys), 100*share, 100*maxRollingShare)
+		s.describeLoads(t, w, events, before, after)
+	}
+	return result{stats: st, extra: loads.Total(), converge: worst,
+		handoff: perKey(loads.Total(), len(s.keys)) + " of warm keys",
+		note: fmt.Sprintf("stop, start, ready and agreeing, per node: %s; %d keys loaded again; %d keys end with another owner than before",
+			strings.Join(per, ", "), len(loads), len(movedKeys(before, after)))}
 }
 
 // unsignedPeer: a peer request from outside, without the secret, is refused
@@ -1060,14 +1187,18 @@ func (s *suite) summary(t *testing.T) {
 	defer s.mu.Unlock()
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\trequests\terrors\twrong\tretried\tp99\tmax\textra origin loads\tconverged\t"+
+	fmt.Fprintln(tw, "scenario\trequests\terrors\twrong\tretried\tp99\tmax\textra origin loads\tloads/moved keys\tconverged\t"+
 		"writes\tacked\tslow writes\tunreached\treads checked\tviolations\treverts\tunexplained\t")
 	var total Report
 	for _, r := range s.results {
 		ws := r.stats.Writes
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name, r.stats.Requests, r.stats.Errors,
+		handoff := r.handoff
+		if handoff == "" {
+			handoff = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.name, r.stats.Requests, r.stats.Errors,
 			r.stats.Wrong, r.stats.Retries, r.stats.P99.Round(time.Millisecond), r.stats.MaxLatency.Round(time.Millisecond),
-			r.extra, r.converge.Round(10*time.Millisecond),
+			r.extra, handoff, r.converge.Round(10*time.Millisecond),
 			ws.Writes, ws.Acked, ws.Slow, ws.Unreached, r.history.Reads, r.history.Violations, r.history.Reverts, r.history.UnexplainedReverts)
 		total = total.Plus(r.history)
 	}
@@ -1079,5 +1210,5 @@ func (s *suite) summary(t *testing.T) {
 		fmt.Fprintf(&b, "%s: %s\n", r.name, r.note)
 	}
 	t.Log("\n" + b.String())
-	fmt.Fprint(os.Stdout, "\n== e2e summary\n"+b.String())
+	fmt.Fprintf(os.Stdout, "\n== e2e summary (placement %s)\n%s", s.placement, b.String())
 }

@@ -237,3 +237,76 @@ func TestReap(t *testing.T) {
 		}
 	}
 }
+
+func TestMovedKeys(t *testing.T) {
+	t.Parallel()
+	before := map[string]string{"a": "n1", "b": "n2", "c": "n3", "d": "n1"}
+	after := map[string]string{"a": "n4", "b": "n2", "c": "n4", "d": "n1"}
+	if got, want := movedKeys(before, after), []string{"a", "c"}; !slices.Equal(got, want) {
+		t.Errorf("movedKeys = %v, want %v", got, want)
+	}
+	if got := movedKeys(before, before); len(got) != 0 {
+		t.Errorf("movedKeys of one map = %v, want none", got)
+	}
+	if got, want := perKey(3, 331), "3/331 = 0.009"; got != want {
+		t.Errorf("perKey(3, 331) = %q, want %q", got, want)
+	}
+}
+
+// originServer answers /debug/origin with the counts in *loads.
+func originServer(t *testing.T, loads *map[string]int64) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var total int64
+		for _, n := range *loads {
+			total += n
+		}
+		fmt.Fprintf(w, `{"demo":{"loads":%d,"keys":{`, total)
+		sep := ""
+		for k, n := range *loads {
+			fmt.Fprintf(w, `%s%q:%d`, sep, k, n)
+			sep = ","
+		}
+		io.WriteString(w, "}}}")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// A node's loads up to its last answer are kept when it ends, its next
+// process counts from zero, and Minus tells one step of a window from the
+// next.
+func TestLedgerEnded(t *testing.T) {
+	t.Parallel()
+	api := NewAPI(5 * time.Second)
+	t.Cleanup(api.Close)
+	loads := map[string]int64{"k1": 2, "k2": 1}
+	url := originServer(t, &loads)
+	nodes := map[string]string{"n1": url}
+	l := NewLedger(api, "demo")
+	if err := l.Reset(t.Context(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	loads = map[string]int64{"k1": 3, "k2": 1, "k3": 1} // k1 and k3 loaded in the window
+	last, err := api.Origin(t.Context(), url, "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Ended("n1", last)
+	loads = map[string]int64{"k3": 1} // the next process
+	step1, err := l.Loads(t.Context(), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step1.Key("k1") != 1 || step1.Key("k2") != 0 || step1.Key("k3") != 2 || step1.Total() != 3 {
+		t.Errorf("loads = %v; want k1:1 k3:2 (one before the end, one after)", step1)
+	}
+	loads = map[string]int64{"k3": 1, "k4": 4}
+	step2, err := l.Loads(t.Context(), nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := step2.Minus(step1); d.Total() != 4 || d.Key("k4") != 4 || d.Who("k4") != "n1:4" {
+		t.Errorf("second step = %v; want k4:4 on n1", d)
+	}
+}

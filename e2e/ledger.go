@@ -40,6 +40,18 @@ func (t Tally) Who(k string) string {
 	return strings.Join(parts, " ")
 }
 
+// Minus returns the loads in t that are not in earlier, an earlier tally of
+// the same window: what happened between the two.
+func (t Tally) Minus(earlier Tally) Tally {
+	d := Tally{}
+	for k, by := range t {
+		for node, n := range by {
+			d.add(k, node, n-earlier[k][node])
+		}
+	}
+	return d
+}
+
 func (t Tally) add(key, node string, n int64) {
 	if n == 0 {
 		return
@@ -91,11 +103,20 @@ func (l *Ledger) Ending(ctx context.Context, node, url string) error {
 	if err != nil {
 		return err
 	}
+	l.Ended(node, g)
+	return nil
+}
+
+// Ended keeps what a node had loaded in this window when it last answered,
+// g being its last /debug/origin answer before its process ended. A node
+// that stops gracefully keeps serving for a while after it was told to stop
+// (it hands its values over first): a caller that polls it until it is gone
+// and passes the last answer here misses none of the loads it made then.
+func (l *Ledger) Ended(node string, g GroupLoads) {
 	for k, n := range g.Keys {
 		l.carried.add(k, node, n-l.base[node][k])
 	}
 	l.base[node] = map[string]int64{}
-	return nil
 }
 
 // Loads returns the origin loads in the window: what ended processes carried

@@ -9,4 +9,4 @@ if ! docker info >/dev/null 2>&1; then
 	echo "e2e: skipped, no Docker daemon answers" >&2
 	exit 0
 fi
-exec go test -tags e2e -count=1 -timeout 20m -v ./e2e/ "$@"
+exec go test -tags e2e -count=1 -timeout 40m -v ./e2e/ "$@"

@@ -120,6 +120,9 @@ type clusterOpts struct {
 	wrapPeer func(i int, h http.Handler) http.Handler
 	// handler, if set, tunes each node's public handler.
 	handler func(i int, c *HandlerConfig)
+	// offer makes the nodes push kept values after a ring change, as a
+	// Node does by default; without it the tests see the pulls alone.
+	offer bool
 	// tenure, if set, gives node i's cache.Config.Tenure.
 	tenure func(i int) func() (uint64, bool)
 }
@@ -142,7 +145,7 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		// A generous silence bound: on a loaded machine under the race
 		// detector a node can miss a 1s deadline, and the tests that are
 		// about silence set their own.
-		cfg := NodeConfig{Pool: Config{Self: tn.url, PeerTimeout: 5 * time.Second}}
+		cfg := NodeConfig{Pool: Config{Self: tn.url, PeerTimeout: 5 * time.Second}, NoOffer: !o.offer}
 		if o.pool != nil {
 			o.pool(i, &cfg.Pool)
 		}

@@ -7,23 +7,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
 )
 
-// A node that leaves gracefully pushes the values it owns to their next
-// owners before it goes (Drain), so that the keys that move cost their new
-// owners a lookup rather than the origin a load. Values are offered most
-// recently used first, in batches of at most drainBatchBytes, one POST per
-// batch to <BasePath>_adopt/<group>. The receiver keeps a value only if it
-// is the key's next owner (by its ring without the sender), holds no value
-// of the key, and has not written the key since its last ring change
-// (cache.Group.Adopt): a value handed over can never undo a write.
+// Values move with their keys, pushed by the node that holds them, so that
+// keys that change owner cost their new owners a lookup rather than the
+// origin a load:
+//
+//   - a node that leaves gracefully pushes the values it owns, and those it
+//     kept after earlier changes for their new owners, to their owners by
+//     the ring without it (Drain);
+//   - after every ring change, a node pushes the values it kept for the keys
+//     it no longer owns to their new owners at once (OfferOnChange), so
+//     that a node that joins is warm before it is asked, and a value need
+//     not wait for a request to move.
+//
+// Values go most recently used first, in batches of at most
+// drainBatchBytes, one POST per batch to <BasePath>_adopt/<group>. The
+// receiver keeps a value only if it owns the key (by its ring, or by its ring
+// without the sender when the sender still owns it there: the sender is
+// leaving), holds no value of it, and has not written it since its last ring
+// change (cache.Group.Adopt): a value handed over can never undo a write.
 
 // drainBatchBytes bounds one batch; maxAdoptBody bounds what a receiver
 // reads of one.
@@ -34,19 +46,20 @@ const (
 	hdrAdopted      = "X-Ringcache-Adopted"
 )
 
-// DrainStats says what a Drain handed over.
+// DrainStats says what a Drain or an offer handed over.
 type DrainStats struct {
-	Offered int   // values sent to their next owners
-	Adopted int   // values the next owners kept
+	Offered int   // values sent to their owners
+	Adopted int   // values the owners kept
 	Bytes   int64 // bytes of the values sent
 	Failed  int   // batches that could not be delivered
 }
 
 // Drain offers the main-cache values of node's groups, most recently used
-// first, to their next owners: the members that own them by the ring without
-// this node. It stops after maxBytes of values (no bound if <= 0) or when
-// ctx ends. Call it while leaving: after the others were told that this node
-// leaves and after node.Retire, so that no write is applied here meanwhile.
+// first, and then the values node kept for keys it no longer owns, to their
+// owners by the ring without this node. It stops after maxBytes of values
+// (no bound if <= 0) or when ctx ends. Call it while leaving: after the
+// others were told that this node leaves and after node.Retire, so that no
+// write is applied here meanwhile.
 func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) DrainStats {
 	st := p.state.Load()
 	// The owners once this node is gone: with explicit arcs its arcs join
@@ -55,12 +68,49 @@ func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) Drai
 	if after == nil {
 		return DrainStats{}
 	}
+	return p.push(ctx, st, node, after, func(g *cache.Group) []cache.KeyValue {
+		return append(g.Newest(math.MaxInt), g.Kept(math.MaxInt)...)
+	}, maxBytes)
+}
+
+// OfferOnChange makes the Pool push, after every ring change, the values
+// that node kept for keys it no longer owns to their new owners, in the
+// background (one offer at a time; a change during an offer starts another
+// after it). node must be the cache.Node built on this Pool.
+func (p *Pool) OfferOnChange(node *cache.Node) {
+	var running, again atomic.Bool
+	var run func(ctx context.Context)
+	run = func(ctx context.Context) {
+		for {
+			again.Store(false)
+			st := p.state.Load()
+			stats := p.push(ctx, st, node, st.ring, func(g *cache.Group) []cache.KeyValue { return g.Kept(math.MaxInt) }, 0)
+			if stats.Offered > 0 {
+				p.cfg.Logger.Info("transport: values offered to their new owners",
+					"offered", stats.Offered, "adopted", stats.Adopted, "bytes", stats.Bytes, "failed_batches", stats.Failed)
+			}
+			running.Store(false)
+			if !again.Load() || !running.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}
+	p.NotifyRing(func() {
+		again.Store(true)
+		if running.CompareAndSwap(false, true) && !p.goBackground(run) {
+			running.Store(false)
+		}
+	})
+}
+
+// push sends the values entries returns, for each of node's groups, to
+// their owners by owners (this node's own are skipped).
+func (p *Pool) push(ctx context.Context, st *poolState, node *cache.Node, owners ring, entries func(*cache.Group) []cache.KeyValue, maxBytes int64) DrainStats {
 	var stats DrainStats
 	var mu sync.Mutex // guards stats
 	type batch struct {
 		group string
 		buf   []byte
-		n     int
 	}
 	send := func(pe *peer, b *batch) {
 		adopted, err := pe.adopt(ctx, b.group, b.buf)
@@ -83,46 +133,49 @@ func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) Drai
 			send(pe, b)
 		})
 	}
+	var sent int64
 	for _, g := range node.Groups() {
 		pending := map[string]*batch{}
-		for _, kv := range g.Newest(int(^uint(0) >> 1)) {
-			if ctx.Err() != nil || maxBytes > 0 && stats.Bytes >= maxBytes {
+		for _, kv := range entries(g) {
+			if ctx.Err() != nil || maxBytes > 0 && sent >= maxBytes {
 				break
 			}
-			next := after.Get(kv.Key)
-			pe, ok := st.peers[next]
+			owner := owners.Get(kv.Key)
+			pe, ok := st.peers[owner]
 			if !ok {
 				continue
 			}
-			b := pending[next]
+			b := pending[owner]
 			if b == nil {
 				b = &batch{group: g.Name()}
-				pending[next] = b
+				pending[owner] = b
 			}
 			b.buf = appendRecord(b.buf, kv.Key, kv.Value)
-			b.n++
+			sent += int64(len(kv.Value.Data))
 			mu.Lock()
 			stats.Offered++
 			stats.Bytes += int64(len(kv.Value.Data))
 			mu.Unlock()
 			if len(b.buf) >= drainBatchBytes {
-				delete(pending, next)
+				delete(pending, owner)
 				goSend(pe, b)
 			}
 		}
-		for next, b := range pending {
-			goSend(st.peers[next], b)
+		for owner, b := range pending {
+			goSend(st.peers[owner], b)
 		}
 	}
 	wg.Wait()
 	return stats
 }
 
-// adopt sends one batch and returns how many values the peer kept.
+// adopt sends one batch and returns how many values the peer kept. It goes
+// through an open breaker: handing values over is off the request path, and
+// a peer suspected a moment ago (a slow name lookup, say) is worth a try.
 func (pe *peer) adopt(ctx context.Context, group string, body []byte) (int, error) {
 	adopted := 0
 	err := pe.do(ctx, peerRequest{op: "adopt", method: http.MethodPost, path: pe.pool.cfg.BasePath + adoptRoute + escapeSegment(group),
-		body: body, write: true,
+		body: body, write: true, probe: true,
 		read: func(res *http.Response) error {
 			adopted, _ = strconv.Atoi(res.Header.Get(hdrAdopted))
 			return nil
@@ -153,9 +206,22 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, err)
 		return
 	}
-	// Keep only what this node will own once the sender is gone, whether
-	// or not its ring has dropped the sender yet.
-	after := ringWithout(h.pool.state.Load().ring, sender)
+	// Keep only what this node owns, or will own once the sender is gone
+	// (a leaving sender that this node's ring has not dropped yet).
+	current := h.pool.state.Load().ring
+	var without ring
+	owner := func(key string) string {
+		o := current.Get(key)
+		if o == sender {
+			if without == nil {
+				without = ringWithout(current, sender)
+			}
+			if without != nil {
+				o = without.Get(key)
+			}
+		}
+		return o
+	}
 	self := h.pool.cfg.Self
 	adopted := 0
 	for len(body) > 0 {
@@ -168,7 +234,7 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		if checkKey(key, h.pool.cfg.MaxKeyBytes) != nil || int64(len(v.Data)) > g.Config().MaxValueBytes {
 			continue
 		}
-		if after != nil && after.Get(key) == self && g.Adopt(key, v) {
+		if owner(key) == self && g.Adopt(key, v) {
 			adopted++
 		}
 	}

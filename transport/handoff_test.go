@@ -3,11 +3,13 @@ package transport
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/consistenthash"
 )
 
 // setRing gives every node in nodes the member set of members.
@@ -186,4 +188,100 @@ func FuzzReadRecord(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestJoinIsWarmBeforeItIsAsked: with OfferOnChange (a Node's default), the previous owners
+// push the keys that move to a node that joins, without waiting for a read:
+// the joiner holds them, and reading them costs the origin nothing.
+func TestJoinIsWarmBeforeItIsAsked(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 4, clusterOpts{offer: true})
+	c := testClient(t)
+	three, joiner := nodes[:3], nodes[3]
+	setRing(t, three, three)
+	setRing(t, []*testNode{joiner}, []*testNode{joiner})
+	var keys []string
+	for i := range 600 {
+		keys = append(keys, fmt.Sprintf("key-%d", i))
+	}
+	warm(t, c, three, keys)
+	before := loads.count()
+	setRing(t, nodes, nodes)
+	moved := 0
+	for _, k := range keys {
+		if joiner.pool.Owner(k) == joiner.url {
+			moved++
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for joiner.group.Stats().MainItems < int64(moved) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the joiner holds %d of the %d keys that moved to it, 10s after the join", joiner.group.Stats().MainItems, moved)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	warm(t, c, nodes, keys)
+	if extra := loads.count() - before; extra != 0 {
+		t.Fatalf("%d origin loads after the join, want 0", extra)
+	}
+	t.Logf("%d keys moved to the joiner, all pushed to it before any read", moved)
+}
+
+// TestGracefulLeaveDrainsRanges: with explicit arcs a leaving node's arcs
+// join the arcs before them, so its values go to the owners of those, not
+// to the owners of the arcs that follow. The leaver joined last: each of
+// its arcs cut another member's, so the arc after it is usually someone
+// else's.
+func TestGracefulLeaveDrainsRanges(t *testing.T) {
+	t.Parallel()
+	for _, ringsFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rings updated first=%v", ringsFirst), func(t *testing.T) {
+			t.Parallel()
+			nodes, loads := newCluster(t, 4, clusterOpts{})
+			c := testClient(t)
+			positions := map[string][]uint32{}
+			for _, n := range nodes {
+				p, err := consistenthash.JoinPositions(consistenthash.DefaultPositions, positions, n.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				positions[n.url] = p
+			}
+			setRanges := func(on []*testNode, members map[string][]uint32) {
+				for _, n := range on {
+					if err := n.pool.SetRanges(members); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			setRanges(nodes, positions)
+			var keys []string
+			for i := range 600 {
+				keys = append(keys, fmt.Sprintf("key-%d", i))
+			}
+			warm(t, c, nodes, keys)
+			before := loads.count()
+			leaver, rest := nodes[3], nodes[:3]
+			others := maps.Clone(positions)
+			delete(others, leaver.url)
+			owned := int(leaver.group.Stats().MainItems)
+			leaver.node.Retire()
+			if ringsFirst {
+				setRanges(rest, others)
+			}
+			stats := leaver.pool.Drain(t.Context(), leaver.node, 0)
+			if !ringsFirst {
+				setRanges(rest, others)
+			}
+			leaver.srv.Close()
+			warm(t, c, rest, keys)
+			t.Logf("drain: %+v of %d owned; %d origin loads after", stats, owned, loads.count()-before)
+			if owned == 0 || stats.Offered != owned || stats.Adopted != owned || stats.Failed != 0 {
+				t.Fatalf("drain %+v, want %d offered and adopted", stats, owned)
+			}
+			if extra := loads.count() - before; extra != 0 {
+				t.Fatalf("%d origin loads after the leave, want 0", extra)
+			}
+		})
+	}
 }

@@ -31,8 +31,14 @@ type NodeConfig struct {
 
 	// HandoffWindow is the cache's (cache.Config.HandoffWindow): how long
 	// after a ring change the node keeps the values of keys it no longer
-	// owns for their new owners. If zero, one minute; negative, none.
+	// owns for their new owners, which it also pushes to them at once
+	// (Pool.OfferOnChange), so that a joiner is warm before it is asked. If
+	// zero, one minute; negative, none: nothing is kept or pushed.
 	HandoffWindow time.Duration
+
+	// NoOffer, if set, keeps the values of keys that moved for their new
+	// owners to ask for, on their first miss, instead of pushing them.
+	NoOffer bool
 
 	// OnRingChange, if not nil, is called after each membership change
 	// that Set, SetWeighted or SetRanges applied, with the new members. It
@@ -117,6 +123,9 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: log, pool: pool}
 	n.cache = cache.New(cache.Config{Peers: pool, Logger: log, Tenure: n.tenure, HandoffWindow: cfg.HandoffWindow})
+	if cfg.HandoffWindow >= 0 && !cfg.NoOffer {
+		pool.OfferOnChange(n.cache) // values follow their keys after a ring change
+	}
 	hc := cfg.Public
 	if mk := pool.Config().MaxKeyBytes; hc.MaxKeyBytes != 0 && hc.MaxKeyBytes != mk {
 		pool.Close()

@@ -19,7 +19,7 @@ type Value struct {
 	// applies (and no expiry when the group has none). A non-zero Expires
 	// from a Getter or Set wins over the TTL, later or earlier.
 	//
-	// In a Value returned by Get or GetLocal, Expires is when this node stops
+	// In a Value returned by Get or PeerView.Get, Expires is when this node stops
 	// serving it (zero: never): the transport passes it on, so that a copy
 	// kept by another node never outlives the owner's.
 	Expires time.Time
@@ -32,7 +32,7 @@ type Value struct {
 	// NoStore asks the group to return the value without caching it
 	// (an origin's "Cache-Control: no-store").
 	NoStore bool
-	// Stale, in a Value returned by Get or GetLocal, says that it is past
+	// Stale, in a Value returned by Get or PeerView.Get, says that it is past
 	// its expiry, served within a stale window.
 	Stale bool
 	// Checksum is Checksum(Data), set by the cache when it stores the
@@ -212,7 +212,7 @@ type GroupConfig struct {
 	MaxValueBytes int64
 	// FallbackTTL is how long a value loaded locally, because its owner
 	// could not be reached, is served from the hot cache. If zero, 5s.
-	// GetLocal keeps a value it loads for a key this node does not own for
+	// PeerView.Get keeps a value it loads for a key this node does not own for
 	// FallbackTTL as well. Such copies are dropped as soon as the owner is
 	// in contact again.
 	FallbackTTL time.Duration

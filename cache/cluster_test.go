@@ -172,12 +172,12 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
 		key := keyOwnedBy(t, c.owner, 1)
 		start := time.Now()
-		v, err := c.groups[0].GetLocal(t.Context(), key, 0, nil)
+		v, err := c.groups[0].getLocal(t.Context(), key, 0, nil)
 		if err != nil || string(v.Data) != "v:"+key {
-			t.Fatalf("GetLocal = %q, %v", v.Data, err)
+			t.Fatalf("getLocal = %q, %v", v.Data, err)
 		}
 		if c.peers[1].fetches.Load() != 0 {
-			t.Fatal("GetLocal fetched from the owner")
+			t.Fatal("getLocal fetched from the owner")
 		}
 		if !v.Expires.Equal(start.Add(5 * time.Second)) {
 			t.Fatalf("Expires = %v, want start + FallbackTTL", v.Expires)
@@ -188,15 +188,15 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 				s.MainItems, s.HotItems, s.PeerGets, s.LocalLoads)
 		}
 		time.Sleep(5 * time.Second)
-		if _, err := c.groups[0].GetLocal(t.Context(), key, 0, nil); err != nil {
+		if _, err := c.groups[0].getLocal(t.Context(), key, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := o.loadsOf(key); !slices.Equal(got, []int{0, 0}) {
 			t.Fatalf("loads by node: %v, want [0 0] (the copy lived FallbackTTL)", got)
 		}
-		// For a key it owns, GetLocal fills the main cache.
+		// For a key it owns, getLocal fills the main cache.
 		own := keyOwnedBy(t, c.owner, 0)
-		if _, err := c.groups[0].GetLocal(t.Context(), own, 0, nil); err != nil {
+		if _, err := c.groups[0].getLocal(t.Context(), own, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if s := c.groups[0].Stats(); s.MainItems != 1 {
@@ -471,18 +471,18 @@ func TestWriteReportsUnreachedCopies(t *testing.T) {
 	}
 }
 
-// TestWriteAtANonOwnerIsRefused: SetLocal and RemoveLocal apply writes as
+// TestWriteAtANonOwnerIsRefused: setLocal and removeLocal apply writes as
 // the owner only; a node that does not own the key stores nothing.
 func TestWriteAtANonOwnerIsRefused(t *testing.T) {
 	t.Parallel()
 	o := newOrigin()
 	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
 	key := keyOwnedBy(t, c.owner, 1)
-	if _, err := c.groups[0].SetLocal(t.Context(), key, Value{Data: []byte("forged")}); !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("SetLocal at a non-owner: err = %v, want ErrNotOwner", err)
+	if _, err := c.groups[0].setLocal(t.Context(), key, Value{Data: []byte("forged")}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("setLocal at a non-owner: err = %v, want ErrNotOwner", err)
 	}
-	if _, err := c.groups[0].RemoveLocal(t.Context(), key); !errors.Is(err, ErrNotOwner) {
-		t.Fatalf("RemoveLocal at a non-owner: err = %v, want ErrNotOwner", err)
+	if _, err := c.groups[0].removeLocal(t.Context(), key); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("removeLocal at a non-owner: err = %v, want ErrNotOwner", err)
 	}
 	for i := range 2 {
 		mustGet(t, c.groups[i], key, "v:"+key)
@@ -499,7 +499,7 @@ func TestRemoveIsNotUndoneByAConcurrentGet(t *testing.T) {
 	o := newOrigin()
 	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotAfter: 1}, o.getter)
 	key := keyOwnedBy(t, c.owner, 1)
-	if _, err := c.groups[1].SetLocal(t.Context(), key, Value{Data: []byte("old")}); err != nil {
+	if _, err := c.groups[1].setLocal(t.Context(), key, Value{Data: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
 	c.peers[1].beforeInvalidate = func() { mustGet(t, c.groups[0], key, "old") }

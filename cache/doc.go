@@ -12,7 +12,7 @@
 // peer, and if the peer cannot be reached the node loads the key from the
 // origin itself and serves it from the hot cache for FallbackTTL only; if
 // this node owns the key, one origin load per key and node fills the main
-// cache. GetLocal, which serves requests that came from peers, never asks a
+// cache. PeerView.Get, which serves requests that came from peers, never asks a
 // peer (the one-hop rule), and origin loads never wait on a fetch, so nodes
 // whose rings disagree cannot deadlock. Both caches are LRUs bounded by bytes
 // (key, value and a fixed per-entry overhead), with per-entry expiry checked
@@ -20,7 +20,7 @@
 //
 // # Writes and what a node may serve
 //
-// Set and Remove are applied by the key's owner (SetLocal, RemoveLocal),
+// Set and Remove are applied by the key's owner (PeerView.Set, PeerView.Remove),
 // which then drops the key's copy on every other node
 // (PeerPicker.DropCopies) before the write returns, so that no node serves
 // the value the write replaced. A hot copy is served only under its owner's

@@ -18,7 +18,7 @@ var (
 	// ErrBadKey is returned for an empty key.
 	ErrBadKey = errors.New("cache: bad key")
 
-	// ErrTooLarge is returned by Set and SetLocal for a value larger than
+	// ErrTooLarge is returned by Set and PeerView.Set for a value larger than
 	// the group's MaxValueBytes, and, wrapped in ErrLoad, by Get when the
 	// origin returned such a value: the one rule for every origin and for
 	// writes. A value too large to cache is refused rather than served
@@ -26,7 +26,7 @@ var (
 	// of one per request.
 	ErrTooLarge = errors.New("cache: value too large")
 
-	// ErrNotOwner is returned by SetLocal and RemoveLocal on a node that
+	// ErrNotOwner is returned by PeerView.Set and PeerView.Remove on a node that
 	// does not own the key by its ring (or cannot be sure it still does),
 	// and by Set and Remove when the peer they sent the write to said so:
 	// the write was not applied. It happens while a membership change

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+
+	"github.com/ringcache/ringcache/internal/inflight"
 )
 
 // errGoexit is the result of a load whose function called runtime.Goexit
@@ -27,6 +29,10 @@ type flight struct {
 	// onPanic, if not nil, is told about a panic in a load function. It runs
 	// on the load's goroutine, holding no lock.
 	onPanic func(key string, r any, stack []byte)
+
+	// running, if not nil, counts the loads in progress, so that their
+	// owner can wait for the detached ones (Node.Close).
+	running *inflight.Counter
 }
 
 // call is one load in progress; val and err are written before done is
@@ -55,6 +61,9 @@ func (f *flight) do(ctx context.Context, key string, fn func() (Value, error)) (
 	c = &call{done: make(chan struct{})}
 	f.calls[key] = c
 	f.mu.Unlock()
+	// Counted before the goroutine starts, so that a Close that begins
+	// after do returns waits for it.
+	f.running.Add()
 	if ctx.Done() == nil {
 		f.run(key, c, fn)
 	} else {
@@ -83,6 +92,7 @@ func (f *flight) run(key string, c *call, fn func() (Value, error)) {
 		// wakes and calls again starts a new load rather than joining this one.
 		f.forget(key, c)
 		close(c.done)
+		f.running.Done()
 	}()
 	c.val, c.err = fn()
 	normal = true

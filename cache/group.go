@@ -30,7 +30,7 @@ type Group struct {
 
 	// loads are origin loads and never call a peer; fetches ask the owning
 	// peer. Keeping them apart is what makes the one-hop rule deadlock-free:
-	// GetLocal joins only loads, so two nodes that each think the other owns
+	// getLocal joins only loads, so two nodes that each think the other owns
 	// a key cannot end up waiting on each other's fetch.
 	loads   flight
 	fetches flight
@@ -98,6 +98,7 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		}
 	}
 	g.fetches.onPanic = onPanic
+	g.loads.running, g.fetches.running = &n.loads, &n.loads
 	return g
 }
 
@@ -132,18 +133,18 @@ func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 	return g.result(g.serve(ctx, key, owner, remote, nil))
 }
 
-// GetLocal is Get without asking any peer: the transport calls it for a
+// getLocal is Get without asking any peer: the transport calls it for a
 // request that came from a peer (the one-hop rule). If this node does not
 // own key by its own ring, a loaded value is kept briefly in the hot cache
 // only.
 //
 // It serves from this node's caches, or loads from the origin, sharing the
-// load with concurrent Get and GetLocal calls for key on this node. If beat
+// load with concurrent Get and getLocal calls for key on this node. If beat
 // is not nil and the call has to wait for a load, beat is called on the
 // caller's goroutine at once and then every interval until the load ends:
 // the transport tells the requesting peer with it that the owner is alive
 // and loading. Its errors are Get's.
-func (g *Group) GetLocal(ctx context.Context, key string, interval time.Duration, beat func()) (Value, error) {
+func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration, beat func()) (Value, error) {
 	g.st.gets.Add(1)
 	g.st.peerGets.Add(1)
 	if key == "" {
@@ -157,8 +158,8 @@ func (g *Group) GetLocal(ctx context.Context, key string, interval time.Duration
 	return g.result(g.serve(ctx, key, nil, remote, hb))
 }
 
-// serve is Get and GetLocal after the key's owner is known: owner is nil
-// for GetLocal, which loads rather than asks the owner. A value past its
+// serve is Get and getLocal after the key's owner is known: owner is nil
+// for getLocal, which loads rather than asks the owner. A value past its
 // expiry is served within its stale windows: within stale-while-revalidate
 // at once, while one background load refreshes it; within stale-if-error
 // only when the load fails.
@@ -243,7 +244,7 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 	}
 	peer, remote := g.pick(key)
 	if !remote {
-		return g.SetLocal(ctx, key, v)
+		return g.setLocal(ctx, key, v)
 	}
 	// Drop the local copy before and after: a Get between the two may
 	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
@@ -257,7 +258,7 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 	return res, nil
 }
 
-// SetLocal applies a write of key as its owner: the transport calls it for
+// setLocal applies a write of key as its owner: the transport calls it for
 // a Store that came from a peer, and Set for keys this node owns. It stores
 // v in the main cache, then drops key's copies on every other node
 // (PeerPicker.DropCopies). v.Expires, or else the group's TTL, sets its
@@ -266,7 +267,7 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 // so it cannot overwrite v. Errors: ErrBadKey, ErrTooLarge, and ErrNotOwner
 // when this node does not own key by its ring, or the ring changed while
 // the write was applied (nothing is stored then).
-func (g *Group) SetLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
+func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
 	if err := g.checkSet(key, v); err != nil {
 		return WriteResult{}, err
 	}
@@ -297,7 +298,7 @@ func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
 	}
 	owner, remote := g.pick(key)
 	if !remote {
-		return g.RemoveLocal(ctx, key)
+		return g.removeLocal(ctx, key)
 	}
 	g.invalidate(key)
 	res, err := owner.Remove(ctx, g.cfg.Name, key)
@@ -308,11 +309,11 @@ func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
 	return res, nil
 }
 
-// RemoveLocal applies a removal of key as its owner: the transport calls it
+// removeLocal applies a removal of key as its owner: the transport calls it
 // for a Remove that came from a peer. It drops key here, then on every other
 // node (PeerPicker.DropCopies). Errors: ErrBadKey, and ErrNotOwner when this
 // node does not own key (nothing is dropped then).
-func (g *Group) RemoveLocal(ctx context.Context, key string) (WriteResult, error) {
+func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error) {
 	if key == "" {
 		return WriteResult{}, ErrBadKey
 	}
@@ -323,12 +324,12 @@ func (g *Group) RemoveLocal(ctx context.Context, key string) (WriteResult, error
 	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
 }
 
-// DropLocal drops this node's copies of key (main and hot) and nothing
+// dropLocal drops this node's copies of key (main and hot) and nothing
 // else: the transport calls it for a Drop that came from the key's owner
 // after a write. A load or fetch of key in progress is not cached when it
-// completes, and callers that arrive after DropLocal start a new one rather
+// completes, and callers that arrive after dropLocal start a new one rather
 // than joining it.
-func (g *Group) DropLocal(key string) {
+func (g *Group) dropLocal(key string) {
 	g.invalidate(key)
 }
 
@@ -396,7 +397,7 @@ func (g *Group) ringChanged() {
 	g.hot.removeIf(func(key string) bool { return !remote(key) })
 	g.handoff.removeIf(func(key string) bool { return !remote(key) })
 	window := g.node.handoff
-	if window <= 0 {
+	if window <= 0 || g.node.closed.Load() {
 		return
 	}
 	for _, m := range moved {
@@ -424,6 +425,19 @@ func (g *Group) endHandoff() {
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
 	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
+}
+
+// closeHandoff stops the hand-off window's timer and ends the window now,
+// for Node.Close.
+func (g *Group) closeHandoff() {
+	g.handoffMu.Lock()
+	if g.handoffTimer != nil {
+		g.handoffTimer.Stop()
+		g.handoffTimer = nil
+	}
+	g.handoffUntil.Store(0)
+	g.handoffMu.Unlock()
+	g.endHandoff()
 }
 
 // inHandoff reports whether a hand-off window is open.
@@ -665,7 +679,7 @@ func (g *Group) result(v Value, err error) (Value, error) {
 	return v, err
 }
 
-// heartbeat is GetLocal's beat: called while a caller waits for a load.
+// heartbeat is getLocal's beat: called while a caller waits for a load.
 type heartbeat struct {
 	interval time.Duration
 	beat     func()
@@ -854,7 +868,7 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 		g.peerWarned.CompareAndSwap(last, now) {
 		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peer.String(), "err", err)
 	}
-	// The fallback shares the node's origin load for key (with GetLocal
+	// The fallback shares the node's origin load for key (with getLocal
 	// callers, say); that load never calls a peer, so this cannot cycle. It
 	// is bounded by LoadTimeout, and our callers wait on their own contexts,
 	// so it may run right here (a ctx without Done).

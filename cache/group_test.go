@@ -132,9 +132,9 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 	ctx := t.Context()
 	calls := map[string]func() error{
 		"Get":      func() error { _, err := g.Get(ctx, ""); return err },
-		"GetLocal": func() error { _, err := g.GetLocal(ctx, "", 0, nil); return err },
+		"getLocal": func() error { _, err := g.getLocal(ctx, "", 0, nil); return err },
 		"Set":      func() error { _, err := g.Set(ctx, "", Value{}); return err },
-		"SetLocal": func() error { _, err := g.SetLocal(ctx, "", Value{}); return err },
+		"setLocal": func() error { _, err := g.setLocal(ctx, "", Value{}); return err },
 		"Remove":   func() error { _, err := g.Remove(ctx, ""); return err },
 	}
 	for name, call := range calls {
@@ -142,7 +142,7 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 			t.Errorf("%s(\"\") err = %v, want ErrBadKey", name, err)
 		}
 	}
-	g.DropLocal("") // must not panic
+	g.dropLocal("") // must not panic
 	if loads.Load() != 0 {
 		t.Fatalf("the origin saw %d loads", loads.Load())
 	}
@@ -501,15 +501,15 @@ func TestNoStore(t *testing.T) {
 	if loads.Load() != 2 || g.Stats().MainItems != 0 {
 		t.Fatalf("loads %d, MainItems %d; want 2, 0", loads.Load(), g.Stats().MainItems)
 	}
-	// SetLocal of a NoStore value drops the current one.
-	if _, err := g.SetLocal(t.Context(), "s", Value{Data: []byte("old")}); err != nil {
+	// setLocal of a NoStore value drops the current one.
+	if _, err := g.setLocal(t.Context(), "s", Value{Data: []byte("old")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := g.SetLocal(t.Context(), "s", Value{Data: []byte("new"), NoStore: true}); err != nil {
+	if _, err := g.setLocal(t.Context(), "s", Value{Data: []byte("new"), NoStore: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := g.main.get("s"); ok {
-		t.Fatal("SetLocal with NoStore left the old value")
+		t.Fatal("setLocal with NoStore left the old value")
 	}
 }
 
@@ -520,8 +520,8 @@ func TestTooLarge(t *testing.T) {
 		loads.Add(1)
 		return Value{Data: []byte(strings.Repeat("x", len(key)))}, nil
 	})
-	if _, err := g.SetLocal(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("SetLocal err = %v, want ErrTooLarge", err)
+	if _, err := g.setLocal(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("setLocal err = %v, want ErrTooLarge", err)
 	}
 	if _, err := g.Set(t.Context(), "k", Value{Data: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Set err = %v, want ErrTooLarge", err)
@@ -618,7 +618,7 @@ func TestRemoveDuringLoad(t *testing.T) {
 			done <- v
 		}()
 		synctest.Wait()
-		g.DropLocal("k")
+		g.dropLocal("k")
 		mustGet(t, g, "k", "new") // arrives after Remove: does not join the old load
 		close(release)
 		if v := <-done; string(v.Data) != "old" {
@@ -646,7 +646,7 @@ func TestSetDuringLoad(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait()
-		if _, err := g.SetLocal(t.Context(), "k", Value{Data: []byte("set")}); err != nil {
+		if _, err := g.setLocal(t.Context(), "k", Value{Data: []byte("set")}); err != nil {
 			t.Fatal(err)
 		}
 		close(release)
@@ -660,9 +660,9 @@ func TestSetLocalTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := newOrigin()
 		g := newTestGroup(t, GroupConfig{TTL: time.Minute}, o.getter(0).(GetterFunc))
-		g.SetLocal(t.Context(), "a", Value{Data: []byte("set")})
-		g.SetLocal(t.Context(), "b", Value{Data: []byte("set"), Expires: time.Now().Add(time.Second)})
-		g.SetLocal(t.Context(), "c", Value{Data: []byte("set"), Expires: time.Now().Add(-time.Second)})
+		g.setLocal(t.Context(), "a", Value{Data: []byte("set")})
+		g.setLocal(t.Context(), "b", Value{Data: []byte("set"), Expires: time.Now().Add(time.Second)})
+		g.setLocal(t.Context(), "c", Value{Data: []byte("set"), Expires: time.Now().Add(-time.Second)})
 		mustGet(t, g, "a", "set")
 		mustGet(t, g, "b", "set")
 		mustGet(t, g, "c", "v:c") // already expired: not stored
@@ -674,7 +674,8 @@ func TestSetLocalTTL(t *testing.T) {
 	})
 }
 
-// TestHitAllocations: a hit allocates nothing (the issue allows one).
+// TestHitAllocations: a hit allocates nothing, so a hot key costs the
+// garbage collector nothing however often it is read.
 func TestHitAllocations(t *testing.T) {
 	g := newTestGroup(t, GroupConfig{TTL: time.Hour}, func(context.Context, string) (Value, error) {
 		return Value{Data: []byte("x")}, nil

@@ -47,7 +47,7 @@ func (o *origin) loadsOf(key string) []int {
 
 // fakePeer is a peer that is another Node of the same process, reached by a
 // direct call as the transport would reach it over HTTP: Fetch is the remote
-// node's GetLocal. Setting fail makes it unreachable.
+// node's getLocal. Setting fail makes it unreachable.
 type fakePeer struct {
 	name string
 	node *Node
@@ -109,7 +109,7 @@ func (p *fakePeer) Fetch(ctx context.Context, group, key string) (Value, error) 
 	if err != nil {
 		return Value{}, err
 	}
-	return g.GetLocal(ctx, key, 0, nil)
+	return g.getLocal(ctx, key, 0, nil)
 }
 
 func (p *fakePeer) Store(ctx context.Context, group, key string, v Value) (WriteResult, error) {
@@ -118,7 +118,7 @@ func (p *fakePeer) Store(ctx context.Context, group, key string, v Value) (Write
 	if err != nil {
 		return WriteResult{}, err
 	}
-	return g.SetLocal(ctx, key, v)
+	return g.setLocal(ctx, key, v)
 }
 
 func (p *fakePeer) Remove(ctx context.Context, group, key string) (WriteResult, error) {
@@ -126,7 +126,7 @@ func (p *fakePeer) Remove(ctx context.Context, group, key string) (WriteResult, 
 	if err != nil {
 		return WriteResult{}, err
 	}
-	return g.RemoveLocal(ctx, key)
+	return g.removeLocal(ctx, key)
 }
 
 func (p *fakePeer) Drop(_ context.Context, group, key string) error {
@@ -138,7 +138,7 @@ func (p *fakePeer) Drop(_ context.Context, group, key string) error {
 	if err != nil {
 		return err
 	}
-	g.DropLocal(key)
+	g.dropLocal(key)
 	return nil
 }
 

@@ -2,12 +2,15 @@ package cache
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/inflight"
 )
 
 // defaultHandoffWindow is Config.HandoffWindow's default: long enough for
@@ -21,7 +24,9 @@ type Node struct {
 	tenure  func() (uint64, bool)
 	handoff time.Duration // Config.HandoffWindow with its default
 	log     *slog.Logger
-	retired atomic.Bool // see Retire
+	retired atomic.Bool      // see Retire
+	closed  atomic.Bool      // see Close
+	loads   inflight.Counter // the groups' loads and fetches in progress
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
@@ -51,6 +56,22 @@ func New(cfg Config) *Node {
 // next owners, a write it applied would be lost with it, and a write that
 // raced the hand-off could be undone by it. Reads are served as before.
 func (n *Node) Retire() { n.retired.Store(true) }
+
+// Close waits for the node's loads and fetches in progress, the detached
+// ones included (a load goes on after its callers gave up, up to the group's
+// LoadTimeout), and stops the hand-off windows' timers, dropping the values
+// they keep. It returns ctx's error if ctx ends first; the loads still
+// running then end by their own LoadTimeout. Call it after the servers that
+// use the node have stopped: the node still answers calls after Close, but
+// a ring change no longer opens a hand-off window and Close does not wait
+// for loads that start after it returned. Close is safe to call more than once.
+func (n *Node) Close(ctx context.Context) error {
+	n.closed.Store(true)
+	for _, g := range n.Groups() {
+		g.closeHandoff()
+	}
+	return n.loads.Wait(ctx)
+}
 
 // RingChanged drops, in every group, what the node may no longer serve
 // after a change of the ring: main-cache entries of keys it no longer owns,

@@ -5,8 +5,8 @@ import "sync/atomic"
 // Stats are a group's counters, read with Group.Stats. Counters only grow;
 // the Bytes and Items fields are the caches' current usage.
 type Stats struct {
-	Gets          int64 // Get and GetLocal calls
-	PeerGets      int64 // GetLocal calls: requests that came from peers (also in Gets)
+	Gets          int64 // Get and PeerView.Get calls
+	PeerGets      int64 // PeerView.Get calls: requests that came from peers (also in Gets)
 	MainHits      int64 // served from the main cache
 	HotHits       int64 // served from the hot cache
 	PeerLoads     int64 // values fetched from the owning peer

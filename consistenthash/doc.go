@@ -17,7 +17,7 @@
 // the Hash: the order of Add and Remove never matters, and when two points
 // collide the node whose name sorts first owns the point.
 //
-// Ranges is the seed's second design: nodes own explicit arcs, a joining
+// Ranges is the other design: nodes own explicit arcs, a joining
 // node splits the arcs of the fullest nodes so that every share approaches
 // 1/n, and a leaving node's arcs go to their predecessors. Its positions are
 // values to store and share (Positions, Assign), because they depend on the
@@ -61,7 +61,7 @@
 // not a different hash. CRC32 is linear, so replica names that differ in a
 // few characters land on correlated points and the shares spread about
 // three times wider. FNV1_32 and MD5CRC32 exist to join rings built by the
-// Java and PHP clients of the seed designs; FNV1_32's abs() leaves half the
+// Java and PHP ring clients in common use; FNV1_32's abs() leaves half the
 // circle unused and its weak final mixing follows key patterns, so its
 // Shares overstate one node and its balance depends on the keys.
 //

@@ -7,7 +7,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// The FNV1_32 values were printed by the Java getHash of the seed article
+// The FNV1_32 values were printed by the Java getHash that Java rings use
 // (java 17 on this machine); the MD5CRC32 and Ketama values by Python's
 // zlib.crc32(md5(s).hexdigest()) and struct.unpack('<I', md5(s)[:4]), an
 // independent implementation of what PHP and ketama clients compute.

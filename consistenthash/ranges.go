@@ -18,7 +18,7 @@ const DefaultPositions = 16
 // space is the size of the ring's hash space, 2^32.
 const space = 1 << 32
 
-// Ranges is a ring of explicit arcs, the seed's second design: each node
+// Ranges is a ring of explicit arcs: each node
 // owns the arcs that start at its positions and run clockwise to the next
 // position, and a key belongs to the arc that contains hash(key).
 //

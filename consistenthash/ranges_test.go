@@ -57,8 +57,8 @@ func checkRanges(t testing.TB, r *Ranges) {
 	}
 }
 
-// TestRangesBalance is the target: with 16 positions per node,
-// max/mean <= 1.10 at 3, 10 and 100 nodes. Placement is deterministic, so
+// TestRangesBalance: with 16 positions per node, max/mean <= 1.10 at 3, 10
+// and 100 nodes, the balance that makes explicit arcs worth their state. Placement is deterministic, so
 // this is exact, not statistical.
 func TestRangesBalance(t *testing.T) {
 	t.Parallel()

@@ -37,6 +37,40 @@ type membership struct {
 	applied map[string]Member    // by ID: what the Setter was given
 	gone    map[string]time.Time // applied IDs missing from seen, since when
 	left    map[string]bool      // IDs that announced a graceful leave
+
+	// weighted and ranged say what the Setter receives besides the peer URLs: weights (a
+	// WeightedSetter) or positions (a RangesSetter, with a Placer).
+	weighted, ranged bool
+	last             *view // the latest snapshot
+}
+
+// view is the applied member set in the forms the Setter and State use. A view is never
+// changed once made, so the Registry can keep the latest one for State.
+type view struct {
+	members, pending []Member
+	peers            []string
+	weights          map[string]int
+	positions        map[string][]uint32
+	changed          time.Time // when what the Setter receives last changed
+}
+
+// snapshot returns the applied set as a view made at now, and whether what the Setter
+// receives differs from the previous snapshot's: the peer URLs, or for a weighted Setter the
+// weights, or for a ranged one the positions.
+func (m *membership) snapshot(now time.Time) (*view, bool) {
+	ms := m.members()
+	v := &view{members: ms, pending: m.pending(), peers: peerURLs(ms), weights: peerWeights(ms), positions: peerPositions(ms)}
+	last := m.last
+	changed := last == nil || !slices.Equal(last.peers, v.peers) ||
+		m.weighted && !maps.Equal(last.weights, v.weights) ||
+		m.ranged && !samePositions(last.positions, v.positions)
+	if changed {
+		v.changed = now
+	} else {
+		v.changed = last.changed
+	}
+	m.last = v
+	return v, changed
 }
 
 func newMembership(self string, holdDown, confirm time.Duration) *membership {
@@ -182,7 +216,7 @@ func sortedMembers(ms map[string]Member) []Member {
 // the only caller of publish, so Setter calls never overlap. missing is called when etcd no longer holds m.self's key although this
 // node believes it is registered (the key was deleted by hand, or the lease expired while
 // etcd was out of reach): the registration loop then puts it again.
-func follow(ctx context.Context, m *membership, in <-chan update, publish func(members, pending []Member, now time.Time), missing func()) {
+func follow(ctx context.Context, m *membership, in <-chan update, publish func(v *view, changed bool), missing func()) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
@@ -199,7 +233,7 @@ func follow(ctx context.Context, m *membership, in <-chan update, publish func(m
 		}
 		now := time.Now()
 		_, wake := m.settle(now)
-		publish(m.members(), m.pending(), now)
+		publish(m.snapshot(now))
 		if wake.IsZero() {
 			timer.Stop()
 		} else {

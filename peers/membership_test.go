@@ -219,12 +219,11 @@ func TestFollowTiming(t *testing.T) {
 			calls   []setCall
 			missing int
 		)
-		publish := func(members, _ []Member, now time.Time) {
+		publish := func(v *view, changed bool) {
 			mu.Lock()
 			defer mu.Unlock()
-			p := peerURLs(members)
-			if n := len(calls); n == 0 || !slices.Equal(calls[n-1].peers, p) {
-				calls = append(calls, setCall{at: now, peers: p})
+			if changed {
+				calls = append(calls, setCall{at: v.changed, peers: v.peers})
 			}
 		}
 		expect := func(wantCalls int, want []string, wantAt time.Time) {

@@ -7,16 +7,12 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 )
 
 // Retry delays for granting a lease again and listing again while etcd is out of reach:
@@ -24,12 +20,6 @@ import (
 const (
 	minRetry = 100 * time.Millisecond
 	maxRetry = time.Second
-)
-
-var (
-	errLeaseLost   = errors.New("peers: lease keepalive ended")
-	errCompacted   = errors.New("peers: watch revision compacted")
-	errWatchClosed = errors.New("peers: watch closed")
 )
 
 // Registry keeps this node registered in etcd and the Setter fed with the member set. It is
@@ -67,13 +57,10 @@ type Registry struct {
 	registered  bool
 	watching    bool
 	lastContact time.Time
-	lastChange  time.Time
-	members     []Member
-	pending     []Member
-	peers       []string
-	weights     map[string]int
-	positions   map[string][]uint32 // with a Placer: what the RangesSetter last received
-	claimed     []uint32            // with a Placer: this node's positions, once claimed
+	// view is the membership's latest view of the member set, never changed once stored:
+	// the membership (owned by the applier) is the one owner of member state.
+	view    *view
+	claimed []uint32 // with a Placer: this node's positions, once claimed
 }
 
 // State is a snapshot of what a Registry knows, for an operator's status page (it marshals to
@@ -127,28 +114,8 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	client, owns := cfg.Client, false
 	if client == nil {
-		client, err = clientv3.New(clientv3.Config{
-			Endpoints:   cfg.Endpoints,
-			DialTimeout: cfg.DialTimeout,
-			// Pings find a connection that died without a word (a node cut
-			// off from the network): without them the client waits on TCP
-			// retransmissions, which back off to many seconds, and a node
-			// back from a 20 s partition took 14 s to register again. Lease
-			// keepalives keep the connection busy, so a ping goes out only
-			// when nothing arrived for 6 s; etcd refuses pings more often
-			// than every 5 s (too_many_pings).
-			DialKeepAliveTime:    6 * time.Second,
-			DialKeepAliveTimeout: 2 * time.Second,
-			Logger:               zap.NewNop(),
-			// gRPC's default reconnect backoff grows to two minutes; after an outage the
-			// node must be back well inside a TTL.
-			DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: minRetry, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxRetry},
-				MinConnectTimeout: cfg.TTL,
-			})},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("peers: connect to etcd %v: %w", cfg.Endpoints, err)
+		if client, err = dial(cfg); err != nil {
+			return nil, err
 		}
 		owns = true
 	}
@@ -179,10 +146,13 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("peers: list %s: %w", cfg.Prefix, err)
 	}
 	m := newMembership(cfg.NodeID, cfg.HoldDown, cfg.ConfirmDelay)
+	_, m.weighted = cfg.Setter.(WeightedSetter)
+	_, ranged := cfg.Setter.(RangesSetter)
+	m.ranged = ranged && cfg.Placer != nil
 	m.observe(first)
 	now := time.Now()
 	m.settle(now)
-	r.publish(m.members(), m.pending(), now)
+	r.publish(m.snapshot(now))
 	r.mu.Lock()
 	r.ready, r.watching = true, true
 	r.notifyLocked()
@@ -244,16 +214,20 @@ func (r *Registry) Ready() bool {
 func (r *Registry) State() State {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	v := r.view
+	if v == nil {
+		v = &view{}
+	}
 	return State{
 		NodeID:      r.cfg.NodeID,
 		Registered:  r.registered,
 		Connected:   r.registered && r.watching,
 		LastContact: r.lastContact,
-		LastChange:  r.lastChange,
-		Members:     slices.Clone(r.members),
-		Pending:     slices.Clone(r.pending),
-		Peers:       slices.Clone(r.peers),
-		Weights:     maps.Clone(r.weights),
+		LastChange:  v.changed,
+		Members:     slices.Clone(v.members),
+		Pending:     slices.Clone(v.pending),
+		Peers:       slices.Clone(v.peers),
+		Weights:     maps.Clone(v.weights),
 	}
 }
 
@@ -330,310 +304,37 @@ func (r *Registry) stop() {
 	<-r.done
 }
 
-// register grants a lease, puts the key under it and starts its keepalive. ctx bounds the
-// grant and the put; the keepalive lives until the returned stop or the registry's end.
-func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, error) {
-	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
-	defer cancel()
-	sent := time.Now()
-	g, err := r.client.Grant(opCtx, int64(r.cfg.TTL/time.Second))
-	if err != nil {
-		return nil, nil, fmt.Errorf("grant lease: %w", err)
-	}
-	// Record the lease before the put: if the put reaches etcd but its answer does not
-	// reach us, Close still revokes the lease that holds the key.
+// publish stores v as the registry's view and, if what the Setter receives changed, hands it
+// over. Only New (before the loops start) and the applier call it, so Setter calls never
+// overlap; it calls the Setter without holding r.mu.
+func (r *Registry) publish(v *view, changed bool) {
 	r.mu.Lock()
-	r.lease = g.ID
-	value := r.value
-	r.mu.Unlock()
-	// The key's create revision is this node's term: it changes only when
-	// the key was deleted (and so this node dropped from the others' rings)
-	// in between.
-	created, err := r.put(opCtx, g.ID, value)
-	if err != nil {
-		return nil, nil, fmt.Errorf("put %s: %w", r.key, err)
-	}
-	kaCtx, stop := context.WithCancel(r.ctx)
-	ka, err := r.client.KeepAlive(kaCtx, g.ID)
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("keep lease %x alive: %w", int64(g.ID), err)
-	}
-	r.mu.Lock()
-	r.registered = true
-	r.lastContact = time.Now()
-	r.notifyLocked()
-	r.mu.Unlock()
-	r.tenure.start(uint64(created), sent, time.Duration(g.TTL)*time.Second)
-	return ka, stop, nil
-}
-
-// keepRegistered drains keepalive answers and, when the lease is lost, grants a new one and
-// puts the key again, until the registry stops.
-func (r *Registry) keepRegistered(ka <-chan *clientv3.LeaseKeepAliveResponse, stop context.CancelFunc) {
-	defer r.wg.Done()
-	for {
-		err := r.keepAlive(ka)
-		stop()
-		if r.ctx.Err() != nil {
-			return
-		}
-		r.tenure.end()
-		r.mu.Lock()
-		r.registered = false
-		r.notifyLocked()
-		r.mu.Unlock()
-		r.log.Warn("peers: lease lost; registering again", "err", err)
-		var ok bool
-		if ka, stop, ok = r.reregister(); !ok {
-			return
-		}
-	}
-}
-
-// keepAlive returns when the lease is lost or the registry stops. It also puts the key again
-// when the watch reports it missing while the lease lives.
-func (r *Registry) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) error {
-	for {
-		select {
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		case resp, ok := <-ka:
-			if !ok {
-				return errLeaseLost
-			}
-			r.tenure.renew(time.Now(), resp.TTL, r.cfg.TTL)
-			r.touch(false)
-		case <-r.reput:
-			r.mu.Lock()
-			lease, value := r.lease, r.value
-			r.mu.Unlock()
-			ctx, cancel := context.WithTimeout(r.ctx, r.cfg.TTL)
-			_, err := r.put(ctx, lease, value)
-			cancel()
-			if err != nil {
-				return fmt.Errorf("put missing key %s: %w", r.key, err)
-			}
-			r.log.Info("peers: key was missing; put it again", "key", r.key)
-		}
-	}
-}
-
-// reregister retries register with a short backoff until it succeeds (ok) or the registry
-// stops.
-func (r *Registry) reregister() (<-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, bool) {
-	delay := minRetry
-	for attempt := 1; ; attempt++ {
-		// A put requested while the old lease was dying is done by the put in register.
-		// Drain before it, not after: 1: register puts the key, 2: someone deletes it,
-		// 2: the applier sees the deletion and requests a put, 1: drain. Draining after
-		// the put would drop that request and leave the key missing until the next lease
-		// loss, so that the others would drop this node after their hold-down. A request
-		// that arrives after the put is kept, and costs at most one extra put.
-		select {
-		case <-r.reput:
-		default:
-		}
-		ka, stop, err := r.register(r.ctx)
-		if err == nil {
-			r.log.Info("peers: registered again", "key", r.key, "attempts", attempt)
-			return ka, stop, true
-		}
-		if r.ctx.Err() != nil {
-			return nil, nil, false
-		}
-		if attempt == 1 {
-			r.log.Warn("peers: register failed; retrying", "err", err)
-		}
-		if !r.sleep(delay) {
-			return nil, nil, false
-		}
-		delay = min(2*delay, maxRetry)
-	}
-}
-
-// requestReput asks the registration loop to put the key again, without blocking.
-func (r *Registry) requestReput() {
-	r.mu.Lock()
-	registered := r.registered
-	r.mu.Unlock()
-	if !registered {
-		return // the registration loop puts the key as part of registering again
-	}
-	select {
-	case r.reput <- struct{}{}:
-	default:
-	}
-}
-
-// watch follows the members prefix from revision rev, listing again whenever a watch ends
-// (its revision was compacted, etcd lost its leader, or the stream failed).
-func (r *Registry) watch(rev int64, out chan<- update) {
-	defer r.wg.Done()
-	for {
-		err := r.watchFrom(rev, out)
-		if r.ctx.Err() != nil {
-			return
-		}
-		r.mu.Lock()
-		r.watching = false
-		r.notifyLocked()
-		r.mu.Unlock()
-		if errors.Is(err, errCompacted) {
-			r.compactions.Add(1)
-			r.log.Info("peers: watch revision compacted; listing again", "err", err)
-		} else {
-			r.log.Warn("peers: watch ended; listing again", "err", err)
-		}
-		delay := minRetry
-		for {
-			var u update
-			rev, u, err = r.list(r.ctx)
-			if err == nil {
-				select {
-				case out <- u:
-				case <-r.ctx.Done():
-					return
-				}
-				break
-			}
-			if r.ctx.Err() != nil || !r.sleep(delay) {
-				return
-			}
-			delay = min(2*delay, maxRetry)
-		}
-		// The list is complete at rev, so watching from rev+1 loses nothing in between.
-		rev++
-	}
-}
-
-// watchFrom watches the prefix from rev and forwards every response until the watch ends.
-func (r *Registry) watchFrom(rev int64, out chan<- update) error {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(r.ctx))
-	defer cancel()
-	wch := r.client.Watch(ctx, r.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithCreatedNotify())
-	for wresp := range wch {
-		if wresp.CompactRevision != 0 {
-			return fmt.Errorf("%w: wanted %d, compacted up to %d", errCompacted, rev, wresp.CompactRevision)
-		}
-		if err := wresp.Err(); err != nil {
-			return err
-		}
-		r.touch(true)
-		if wresp.Created || wresp.IsProgressNotify() {
-			continue
-		}
-		var u update
-		for _, ev := range wresp.Events {
-			if c, ok := r.decodeChange(ev.Kv.Key, ev.Kv.Value, ev.Type == clientv3.EventTypeDelete); ok {
-				u.changes = append(u.changes, c)
-			}
-		}
-		if len(u.changes) == 0 {
-			continue
-		}
-		if r.log.Enabled(r.ctx, slog.LevelDebug) {
-			r.log.Debug("peers: watch events", "rev", wresp.Header.Revision, "changes", describe(u.changes))
-		}
-		select {
-		case out <- u:
-		case <-r.ctx.Done():
-			return r.ctx.Err()
-		}
-	}
-	return errWatchClosed
-}
-
-// describe renders changes for a debug log line.
-func describe(cs []change) []string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		switch {
-		case c.deleted:
-			out[i] = "-" + c.id
-		case c.member.Leaving:
-			out[i] = "~" + c.id
-		default:
-			out[i] = "+" + c.id
-		}
-	}
-	return out
-}
-
-// list reads the whole prefix: the complete member set at the returned revision.
-func (r *Registry) list(ctx context.Context) (int64, update, error) {
-	opCtx, cancel := context.WithTimeout(ctx, r.cfg.TTL)
-	defer cancel()
-	resp, err := r.client.Get(opCtx, r.cfg.Prefix, clientv3.WithPrefix())
-	if err != nil {
-		return 0, update{}, err
-	}
-	u := update{reset: true}
-	for _, kv := range resp.Kvs {
-		if c, ok := r.decodeChange(kv.Key, kv.Value, false); ok {
-			u.changes = append(u.changes, c)
-		}
-	}
-	return resp.Header.Revision, u, nil
-}
-
-// decodeChange turns one key under the prefix into a change. Keys that are not a member ID
-// (deeper paths, bad characters) are not ours and are skipped; a value that does not decode
-// makes the member count as absent.
-func (r *Registry) decodeChange(key, value []byte, deleted bool) (change, bool) {
-	id, ok := strings.CutPrefix(string(key), r.cfg.Prefix)
-	if !ok || !checkID(id) {
-		return change{}, false
-	}
-	if deleted {
-		return change{id: id, deleted: true}, true
-	}
-	m, err := decodeMember(id, value)
-	if err != nil {
-		r.log.Warn("peers: member ignored", "peer", id, "err", err)
-		return change{id: id, deleted: true}, true
-	}
-	return change{id: id, member: m}, true
-}
-
-// publish records the applied member set and, if what the Setter receives changed (the peer
-// URLs, or for a WeightedSetter the URLs or their weights), hands it over. Only New (before
-// the loops start) and the applier call it, so Setter calls never overlap; it calls the
-// Setter without holding r.mu.
-func (r *Registry) publish(members, pending []Member, now time.Time) {
-	peers := peerURLs(members)
-	weights := peerWeights(members)
-	ws, weighted := r.cfg.Setter.(WeightedSetter)
-	rs, ranged := r.cfg.Setter.(RangesSetter)
-	ranged = ranged && r.cfg.Placer != nil
-	positions := peerPositions(members)
-	r.mu.Lock()
-	old, oldWeights := r.peers, r.weights
-	changed := !slices.Equal(old, peers) || (weighted && !maps.Equal(oldWeights, weights)) ||
-		(ranged && !samePositions(r.positions, positions))
-	r.members, r.pending, r.weights = members, pending, weights
-	if changed {
-		r.peers, r.positions = peers, positions
-		r.lastChange = now
-	}
+	old := r.view
+	r.view = v
 	r.notifyLocked()
 	r.mu.Unlock()
 	if !changed {
 		return
 	}
-	r.log.Info("peers: membership changed", "peers", peers, "weights", weights,
-		"added", missingFrom(peers, old), "removed", missingFrom(old, peers))
+	var oldPeers []string
+	if old != nil {
+		oldPeers = old.peers
+	}
+	r.log.Info("peers: membership changed", "peers", v.peers, "weights", v.weights,
+		"added", missingFrom(v.peers, oldPeers), "removed", missingFrom(oldPeers, v.peers))
 	var err error
+	ws, weighted := r.cfg.Setter.(WeightedSetter)
+	rs, _ := r.cfg.Setter.(RangesSetter)
 	switch {
-	case ranged:
-		err = rs.SetRanges(peerPositions(members))
+	case rs != nil && r.cfg.Placer != nil:
+		err = rs.SetRanges(peerPositions(v.members))
 	case weighted:
-		err = ws.SetWeighted(maps.Clone(weights))
+		err = ws.SetWeighted(maps.Clone(v.weights))
 	case r.cfg.Setter != nil:
-		err = r.cfg.Setter.Set(slices.Clone(peers)...)
+		err = r.cfg.Setter.Set(slices.Clone(v.peers)...)
 	}
 	if err != nil {
-		r.log.Error("peers: the setter refused the member set; its ring is unchanged", "peers", peers, "err", err)
+		r.log.Error("peers: the setter refused the member set; its ring is unchanged", "peers", v.peers, "err", err)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestJoinLeaveCrash follows one cluster through the life the issue describes, with the
+// TestJoinLeaveCrash follows one cluster through a typical life, with the
 // default TTL and hold-down: three nodes converge on one ring, a fourth joins, the fourth
 // leaves gracefully (seen within 1s), and a third crashes (removed within TTL+hold-down+1s).
 // It reports the three figures.

@@ -57,12 +57,13 @@ func defaultOrigin(_ context.Context, _, key string) (cache.Value, error) {
 	return cache.Value{Data: valueOf(key)}, nil
 }
 
-// testNode is one ringcache node: a cache.Node with one group, its Pool, and
-// an httptest server on loopback that serves the public and peer routes.
+// testNode is one ringcache node, a Node with one group, and an httptest
+// server on loopback that serves its public and peer routes.
 type testNode struct {
 	url   string
-	pool  *Pool
-	node  *cache.Node
+	n     *Node
+	pool  *Pool       // n.Pool()
+	node  *cache.Node // n.Cache()
 	group *cache.Group
 	srv   *httptest.Server
 	gate  *gate // pause and resume the whole node, as SIGSTOP would
@@ -119,6 +120,9 @@ type clusterOpts struct {
 	wrapPeer func(i int, h http.Handler) http.Handler
 	// handler, if set, tunes each node's public handler.
 	handler func(i int, c *HandlerConfig)
+	// offer makes the nodes push kept values after a ring change, as a
+	// Node does by default; without it the tests see the pulls alone.
+	offer bool
 	// tenure, if set, gives node i's cache.Config.Tenure.
 	tenure func(i int) func() (uint64, bool)
 }
@@ -134,27 +138,28 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 	nodes := make([]*testNode, n)
 	urls := make([]string, n)
 	for i := range nodes {
-		// Listen before building the pool: the pool needs its own URL,
-		// and the server needs the pool's handler before it starts.
+		// Listen before building the node: the node needs its own URL, and
+		// the server needs the node's handlers before it starts.
 		srv := httptest.NewUnstartedServer(nil)
 		tn := &testNode{url: "http://" + srv.Listener.Addr().String(), srv: srv, gate: &gate{}}
 		// A generous silence bound: on a loaded machine under the race
 		// detector a node can miss a 1s deadline, and the tests that are
 		// about silence set their own.
-		cfg := Config{Self: tn.url, PeerTimeout: 5 * time.Second}
+		cfg := NodeConfig{Pool: Config{Self: tn.url, PeerTimeout: 5 * time.Second}, NoOffer: !o.offer}
 		if o.pool != nil {
-			o.pool(i, &cfg)
+			o.pool(i, &cfg.Pool)
 		}
-		pool, err := NewPool(cfg)
+		if o.handler != nil {
+			o.handler(i, &cfg.Public)
+		}
+		node, err := NewNode(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tn.pool = pool
-		ccfg := cache.Config{Peers: pool}
 		if o.tenure != nil {
-			ccfg.Tenure = o.tenure(i)
+			node.SetMembership(tenureOnly(o.tenure(i)))
 		}
-		tn.node = cache.New(ccfg)
+		tn.n, tn.pool, tn.node = node, node.Pool(), node.Cache()
 		gcfg := cache.GroupConfig{
 			Name:     testGroup,
 			MaxBytes: 64 << 20,
@@ -166,41 +171,53 @@ func newCluster(t testing.TB, n int, o clusterOpts) ([]*testNode, *loadLog) {
 		if o.group != nil {
 			o.group(&gcfg)
 		}
-		if tn.group, err = tn.node.NewGroup(gcfg); err != nil {
+		if tn.group, err = node.NewGroup(gcfg); err != nil {
 			t.Fatal(err)
 		}
-		var hcfg HandlerConfig
-		if o.handler != nil {
-			o.handler(i, &hcfg)
+		var h http.Handler = node
+		if o.wrap != nil || o.wrapPeer != nil {
+			peerH, public := node.PeerHandler(), node.PublicHandler()
+			if o.wrapPeer != nil {
+				peerH = o.wrapPeer(i, peerH)
+			}
+			if o.wrap != nil {
+				public = o.wrap(public)
+			}
+			mux := http.NewServeMux()
+			mux.Handle(tn.pool.Config().BasePath, peerH)
+			mux.Handle("/", public)
+			h = mux
 		}
-		h, err := NewHandler(tn.node, hcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mux := http.NewServeMux()
-		peerH := pool.PeerHandler(tn.node)
-		if o.wrapPeer != nil {
-			peerH = o.wrapPeer(i, peerH)
-		}
-		mux.Handle(pool.Config().BasePath, peerH)
-		var public http.Handler = h
-		if o.wrap != nil {
-			public = o.wrap(h)
-		}
-		mux.Handle(PublicPrefix, public)
-		srv.Config.Handler = tn.gate.wrap(mux)
+		srv.Config.Handler = tn.gate.wrap(h)
 		srv.Start()
+		// Cleanups run last first: the server closes, then the node stops.
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := node.Shutdown(ctx); err != nil {
+				t.Errorf("shutdown %s: %v", tn.url, err)
+			}
+		})
 		t.Cleanup(srv.Close)
-		t.Cleanup(pool.Close)
 		nodes[i], urls[i] = tn, tn.url
 	}
 	for _, tn := range nodes {
-		if err := tn.pool.Set(urls...); err != nil {
+		if err := tn.n.Set(urls...); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return nodes, log
 }
+
+// tenureOnly is a Membership with a given tenure, always ready, that has
+// nothing to leave: a test's stand-in for a registration whose lease it
+// controls.
+type tenureOnly func() (uint64, bool)
+
+func (f tenureOnly) Tenure() (uint64, bool)    { return f() }
+func (tenureOnly) Ready() bool                 { return true }
+func (tenureOnly) Leave(context.Context) error { return nil }
+func (tenureOnly) Close() error                { return nil }
 
 // owner returns the node that owns key by the first node's ring.
 func owner(t testing.TB, nodes []*testNode, key string) *testNode {

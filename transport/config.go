@@ -249,6 +249,16 @@ func escapeBasePath(p string) string {
 	return strings.Join(segs, "/")
 }
 
+// CheckPeerURL reports whether s may be a member's base URL: http or https,
+// with a host and without user, query or fragment. A path is allowed (a
+// node behind a proxy that strips it). Config.Self, Pool.Set and the members
+// a membership hands over follow this rule; a daemon that checks URLs
+// before it starts asks here rather than restating it.
+func CheckPeerURL(s string) error {
+	_, err := normalizePeer(s)
+	return err
+}
+
 // normalizePeer checks that s is an http or https base URL with a host and
 // no query, and strips a trailing slash so that "http://a/" and "http://a"
 // name the same member (the ring hashes the string).

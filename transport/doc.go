@@ -1,5 +1,13 @@
 // Package transport carries ringcache between nodes and to clients over HTTP.
 //
+// A Node is the assembly to embed: NewNode builds the Pool, the cache.Node
+// that asks it for key owners and both route sets from one NodeConfig, so
+// the peer handler always serves the node built on its Pool and one
+// MaxKeyBytes bounds both routes. A membership (peers.New, peers.Static)
+// feeds the Node's ring through its Set methods, and Node.Shutdown stops it
+// in the order that loses nothing: not ready, leave the ring and hand the
+// values over, finish the requests in flight, wait for detached loads.
+//
 // A Pool is a node's view of the cluster: a consistent-hash ring of peer
 // base URLs, held in an atomic.Pointer and replaced whole by Pool.Set or
 // SetWeighted (hashed replicas, consistenthash.Map) or by Pool.SetRanges
@@ -35,7 +43,7 @@
 // only under contact leases (lease.go), so a node the owner could not reach
 // cannot serve the old value past its lease, and the owner waits that long
 // before it answers. A request that
-// arrives on the peer route is served by cache.Group.GetLocal and never
+// arrives on the peer route is served by cache.PeerView.Get and never
 // forwarded again (the one-hop rule), so nodes that briefly disagree about
 // the ring cannot bounce a request between them.
 //
@@ -62,6 +70,6 @@
 // listener's connections, refusing those beyond the cap at once; a
 // Certificate serves TLS and reloads its files without a restart.
 //
-// Pool, the peers it hands out, Handler and the peer handler are safe for
-// concurrent use.
+// Node, Pool, the peers it hands out, Handler and the peer handler are safe
+// for concurrent use.
 package transport

@@ -13,62 +13,44 @@ import (
 	"github.com/ringcache/ringcache/transport"
 )
 
-// Example embeds a three-node cluster in one program: each node is a
-// cache.Node whose peers are a transport.Pool, serving the peer protocol and
-// the public API on a loopback listener. Reading a key through every node,
-// in Go and over HTTP, loads it from the origin once, at its owner.
+// Example embeds a three-node cluster in one program: each transport.Node
+// serves the public API and the peer routes on a loopback listener. Reading
+// a key through every node, in Go and over HTTP, loads it from the origin
+// once, at its owner.
 func Example() {
-	ctx := context.Background()
-
-	// Listen first: a node's URL is part of every node's ring.
-	var listeners []net.Listener
-	var urls []string
-	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			log.Fatal(err)
-		}
-		listeners = append(listeners, ln)
-		urls = append(urls, "http://"+ln.Addr().String())
-	}
-
 	var loads atomic.Int64
 	origin := cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {
 		loads.Add(1)
 		return cache.Value{Data: []byte("profile of " + key)}, nil
 	})
 
-	var groups []*cache.Group
-	for i, ln := range listeners {
-		pool, err := transport.NewPool(transport.Config{Self: urls[i]})
+	var nodes []*transport.Node
+	var urls []string
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			log.Fatal(err)
 		}
-		defer pool.Close()
-		if err := pool.Set(urls...); err != nil {
-			log.Fatal(err)
-		}
-		node := cache.New(cache.Config{Peers: pool})
-		g, err := node.NewGroup(cache.GroupConfig{Name: "users", MaxBytes: 64 << 20, Getter: origin})
+		node, err := transport.NewNode(transport.NodeConfig{Pool: transport.Config{Self: "http://" + ln.Addr().String()}})
 		if err != nil {
 			log.Fatal(err)
 		}
-		groups = append(groups, g)
-
-		api, err := transport.NewHandler(node, transport.HandlerConfig{})
-		if err != nil {
+		if _, err := node.NewGroup(cache.GroupConfig{Name: "users", MaxBytes: 64 << 20, Getter: origin}); err != nil {
 			log.Fatal(err)
 		}
-		mux := http.NewServeMux()
-		mux.Handle(transport.DefaultBasePath, pool.PeerHandler(node)) // peers
-		mux.Handle(transport.PublicPrefix, api)                       // clients
-		srv := transport.NewServer("", mux)
-		go srv.Serve(ln)
-		defer srv.Close()
+		go node.Serve(ln, nil)
+		defer node.Shutdown(context.Background())
+		nodes, urls = append(nodes, node), append(urls, node.Self())
+	}
+	for _, node := range nodes {
+		if err := node.Set(urls...); err != nil { // what peers.Static or peers.New do
+			log.Fatal(err)
+		}
 	}
 
-	for i, g := range groups {
-		v, err := g.Get(ctx, "alice")
+	for i, node := range nodes {
+		g, _ := node.Group("users")
+		v, err := g.Get(context.Background(), "alice")
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -190,15 +190,12 @@ func FuzzReadRecord(f *testing.F) {
 	})
 }
 
-// TestJoinIsWarmBeforeItIsAsked: with OfferOnChange, the previous owners
+// TestJoinIsWarmBeforeItIsAsked: with OfferOnChange (a Node's default), the previous owners
 // push the keys that move to a node that joins, without waiting for a read:
 // the joiner holds them, and reading them costs the origin nothing.
 func TestJoinIsWarmBeforeItIsAsked(t *testing.T) {
 	t.Parallel()
-	nodes, loads := newCluster(t, 4, clusterOpts{})
-	for _, n := range nodes {
-		n.pool.OfferOnChange(n.node)
-	}
+	nodes, loads := newCluster(t, 4, clusterOpts{offer: true})
 	c := testClient(t)
 	three, joiner := nodes[:3], nodes[3]
 	setRing(t, three, three)

@@ -94,7 +94,7 @@ func (pe *peer) trip(err error) {
 }
 
 // Fetch asks the peer for key's value with groupcache's GET. The peer serves
-// it with Group.GetLocal and never forwards it; while its origin load runs
+// it with PeerView.Get and never forwards it; while its origin load runs
 // it sends 102 Processing, which keeps the request alive past PeerTimeout.
 func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, error) {
 	var v cache.Value

@@ -20,14 +20,14 @@ import (
 // listener of its own. It serves, under <BasePath><group>/<key>:
 //
 //	GET     the value as a groupcachepb.GetResponse (groupcache's protocol),
-//	        served by Group.GetLocal: never forwarded to another peer. While
+//	        served by PeerView.Get: never forwarded to another peer. While
 //	        an origin load runs, a ringcache requester is sent 102
 //	        Processing every PeerTimeout/3, so that it can tell a slow
 //	        origin from a hung owner.
 //	PUT     a write of the body as the value, applied here as the key's
-//	        owner (Group.SetLocal); 204, or 421 if this node does not own
+//	        owner (PeerView.Set); 204, or 421 if this node does not own
 //	        the key by its ring
-//	DELETE  a removal applied here as the key's owner (Group.RemoveLocal;
+//	DELETE  a removal applied here as the key's owner (PeerView.Remove;
 //	        204 or 421), or, with X-Ringcache-Scope: copy, the drop of this
 //	        node's own copies that an owner sends after a write (204)
 //
@@ -124,7 +124,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(hdrPeer) != "" { // a ringcache requester reads 1xx; others need not see them
 			beat = func() { w.WriteHeader(http.StatusProcessing) }
 		}
-		v, err := g.GetLocal(ctx, key, cfg.PeerTimeout/3, beat)
+		v, err := g.PeerView().Get(ctx, key, cfg.PeerTimeout/3, beat)
 		// Granted again at the answer: a revocation made while the load
 		// ran must reach the requester with this value (lease.go).
 		grant()
@@ -150,14 +150,14 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v.NoStore = r.Header.Get(hdrNoStore) != ""
-		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.SetLocal(ctx, key, v) })
+		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.PeerView().Set(ctx, key, v) })
 	case http.MethodDelete:
 		if r.Header.Get(hdrScope) == scopeCopy[0] {
-			g.DropLocal(key)
+			g.PeerView().Drop(key)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.RemoveLocal(ctx, key) })
+		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.PeerView().Remove(ctx, key) })
 	}
 }
 

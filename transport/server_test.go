@@ -57,27 +57,23 @@ func TestSeparateListeners(t *testing.T) {
 	for range 2 {
 		peerSrv := httptest.NewUnstartedServer(nil)
 		self := "http://" + peerSrv.Listener.Addr().String()
-		pool, err := NewPool(Config{Self: self})
+		tn, err := NewNode(NodeConfig{Pool: Config{Self: self}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(pool.Close)
-		cn := cache.New(cache.Config{Peers: pool})
-		if _, err := cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
+		t.Cleanup(func() { tn.Shutdown(context.Background()) })
+		pool := tn.Pool()
+		if _, err := tn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
 			Getter: cache.GetterFunc(func(_ context.Context, key string) (cache.Value, error) {
 				loads.add(self, key)
 				return cache.Value{Data: valueOf(key)}, nil
 			})}); err != nil {
 			t.Fatal(err)
 		}
-		api, err := NewHandler(cn, HandlerConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		peerSrv.Config.Handler = pool.PeerHandler(cn)
+		peerSrv.Config.Handler = tn.PeerHandler()
 		peerSrv.Start()
 		t.Cleanup(peerSrv.Close)
-		pub := httptest.NewServer(api)
+		pub := httptest.NewServer(tn.PublicHandler())
 		t.Cleanup(pub.Close)
 		nodes = append(nodes, node{public: pub, peer: peerSrv, pool: pool})
 		peerURLs = append(peerURLs, self)

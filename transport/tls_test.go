@@ -73,9 +73,13 @@ func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, valu
 		if _, ok := t.(*testing.B); ok {
 			cfg.PeerTimeout = benchPeerTimeout
 		}
-		tn.pool = mustPool(t, cfg)
-		cn := cache.New(cache.Config{Peers: tn.pool})
-		tn.group, err = cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
+		node, err := NewNode(NodeConfig{Pool: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { node.Shutdown(context.Background()) })
+		tn.pool = node.Pool()
+		tn.group, err = node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
 			Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) {
 				loads.add(tn.url, key)
 				return value(ctx, tn.url, key)
@@ -83,7 +87,7 @@ func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, valu
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := NewServer("", RequireClientCert(tn.pool.PeerHandler(cn)))
+		srv := NewServer("", RequireClientCert(node.PeerHandler()))
 		srv.ErrorLog = discardLog
 		go srv.Serve(tls.NewListener(ln, pt.ServerConfig()))
 		t.Cleanup(func() { srv.Close() })

@@ -185,7 +185,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "listen port", args: []string{"-group", demoGroup, "-listen", ":http"}, want: []string{"listen"}},
 		{name: "peer-listen same", args: []string{"-group", demoGroup, "-listen", ":8080", "-peer-listen", ":8080"}, want: []string{"peer-listen"}},
 		{name: "peer-url", args: []string{"-group", demoGroup, "-peer-url", "node:8080"}, want: []string{"peer-url"}},
-		{name: "peer-url path", args: []string{"-group", demoGroup, "-peer-url", "http://node:8080/x"}, want: []string{"peer-url"}},
+		{name: "peer-url query", args: []string{"-group", demoGroup, "-peer-url", "http://node:8080/?x=1"}, want: []string{"peer-url"}},
 		{name: "peers", args: []string{"-group", demoGroup, "-peers", "http://a:1,ftp://b"}, want: []string{"peers", "ftp://b"}},
 		{name: "etcd and peers", args: []string{"-group", demoGroup, "-etcd", "e:2379", "-peers", "http://a:1"}, want: []string{"peers", "not both"}},
 		{name: "node id", args: []string{"-group", demoGroup, "-node-id", "a b"}, want: []string{"node-id"}},

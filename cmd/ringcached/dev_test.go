@@ -66,7 +66,7 @@ func TestDev(t *testing.T) {
 
 	// The metrics add up to that traffic. Per key: three public Gets; the
 	// two that reached a non-owner missed and fetched from the owner (two
-	// peer requests, served by GetLocal: two more Gets at the owner); the
+	// peer requests, served by PeerView.Get: two more Gets at the owner); the
 	// owner loaded once and hit its main cache twice. Nothing went hot:
 	// a key becomes hot after several misses, not one.
 	sum := func(name string, labels ...string) float64 {

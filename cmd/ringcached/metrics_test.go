@@ -17,7 +17,7 @@ func TestPeerSeriesForgotten(t *testing.T) {
 	base := "http://" + n.addrs[0].String()
 	const a, b = "http://10.0.0.1:8080", "http://10.0.0.2:8080"
 
-	setter := n.setter()
+	setter := n.tn // the membership feeds the transport.Node
 	if err := setter.Set(a, b); err != nil {
 		t.Fatal(err)
 	}

@@ -233,7 +233,10 @@ func (n *node) startServers(ls []served) {
 			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
 			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
 		}
-		n.servers = append(n.servers, srv)
+		if err := n.tn.AddServer(srv); err != nil {
+			l.ln.Close() // the node is stopping already
+			continue
+		}
 		n.served.Add(1)
 		go func() {
 			defer n.served.Done()

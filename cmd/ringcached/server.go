@@ -23,16 +23,19 @@ import (
 	"github.com/ringcache/ringcache/transport/ui"
 )
 
-// node is one running daemon: a cache.Node, its Pool, its membership and its
-// HTTP servers. startNode returns it serving and ready; stop takes it down.
+// node is one running daemon: a transport.Node (the cache, its Pool and
+// their routes), its membership, its HTTP servers and what only the daemon
+// serves (metrics, debug reports, the operator's page). startNode returns it
+// serving and ready; stop takes it down.
 type node struct {
 	cfg     Config
 	log     *slog.Logger // with this node's ID
 	baseLog *slog.Logger // without: the registry adds the ID itself
 	self    string       // this node's peer URL
 	nodeID  string
-	cache   *cache.Node
-	pool    *transport.Pool
+	tn      *transport.Node
+	cache   *cache.Node     // tn.Cache()
+	pool    *transport.Pool // tn.Pool()
 	metrics *metrics
 	demos   map[string]*origin.Demo // by group: the demo origins, for /debug/origin
 	reg     *peers.Registry         // nil with static membership; set by join, before serving
@@ -46,7 +49,6 @@ type node struct {
 	adminAddr net.Addr                   // of the admin listener, or nil
 
 	isReady atomic.Bool
-	servers []*http.Server
 	addrs   []net.Addr    // of the public listener, then the peer one if any
 	errc    chan error    // a server that failed
 	changed chan struct{} // a token after each membership change
@@ -117,23 +119,34 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 		return nil, err
 	}
 	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
-	n.pool, err = transport.NewPool(transport.Config{
-		Self:          n.self,
-		Hash:          hash,
-		Replicas:      cfg.Replicas,
-		MaxKeyBytes:   cfg.MaxKeyBytes,
-		PeerTimeout:   cfg.PeerTimeout,
-		LeaseTTL:      cfg.CopyLease,
-		Secrets:       n.sec.secrets,
-		TLS:           n.sec.tls,
-		Logger:        log,
-		OnPeerRequest: n.metrics.observePeer,
+	n.tn, err = transport.NewNode(transport.NodeConfig{
+		Pool: transport.Config{
+			Self:          n.self,
+			Hash:          hash,
+			Replicas:      cfg.Replicas,
+			MaxKeyBytes:   cfg.MaxKeyBytes,
+			PeerTimeout:   cfg.PeerTimeout,
+			LeaseTTL:      cfg.CopyLease,
+			Secrets:       n.sec.secrets,
+			TLS:           n.sec.tls,
+			OnPeerRequest: n.metrics.observePeer,
+		},
+		Public:       transport.HandlerConfig{Auth: n.auth, Clients: n.clients},
+		OnRingChange: n.ringChanged,
+		Logger:       log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
 	}
-	n.cache = cache.New(cache.Config{Peers: n.pool, Logger: log, Tenure: n.tenure})
-	n.pool.OfferOnChange(n.cache) // values follow their keys after a ring change
+	n.cache, n.pool = n.tn.Cache(), n.tn.Pool()
+	defer func() {
+		if err != nil {
+			// Bounded like any stop.
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			defer cancel()
+			n.stop(ctx)
+		}
+	}()
 	for _, g := range cfg.Groups {
 		if err := n.addGroup(g); err != nil {
 			return nil, fmt.Errorf("%w: group %q: %v", errConfig, g.Name, err)
@@ -149,14 +162,6 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.join(ctx); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			// Bounded like any stop.
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			n.stop(ctx)
-		}
-	}()
 	if err := n.serve(lns, adminLn); err != nil {
 		return nil, err
 	}
@@ -218,20 +223,12 @@ func (n *node) addGroup(g GroupSpec) error {
 // routes on the public listener or on their own, and the admin routes
 // (metrics, debug) on the public listener or on adminLn when it is not nil.
 func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
-	public, err := transport.NewHandler(n.cache, transport.HandlerConfig{MaxKeyBytes: n.cfg.MaxKeyBytes, Logger: n.log, Auth: n.auth, Clients: n.clients})
-	if err != nil {
-		return err
-	}
+	public := n.tn.PublicHandler() // the public API, /healthz, /readyz
 	basePath := n.pool.Config().BasePath
-	peerHandler := n.pool.PeerHandler(n.cache)
+	peerHandler := n.tn.PeerHandler()
 
 	mux := http.NewServeMux()
-	mux.Handle(transport.PublicPrefix, public)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", n.serveReady)
+	mux.Handle("/", public)
 	admin := mux
 	if adminLn != nil {
 		admin = http.NewServeMux()
@@ -287,62 +284,24 @@ func (n *node) adminRoutes(mux *http.ServeMux) error {
 	return nil
 }
 
-// poolSetter is the Pool as peers' Setter and WeightedSetter that also, on
-// each accepted change, drops the metrics of peers that left and signals
-// changed (dev mode waits on it for the nodes to see each other).
-type poolSetter struct {
-	pool    *transport.Pool
-	changed chan<- struct{}
-	forget  func(members []string) // drops the metrics of peers not in members
-	record  func(members []string) // notes the change in the membership timeline
-}
-
-var (
-	_ peers.WeightedSetter = poolSetter{}
-	_ peers.RangesSetter   = poolSetter{}
-	_ peers.WeightedSetter = (*transport.Pool)(nil) // a library user passes the Pool itself
-	_ peers.RangesSetter   = (*transport.Pool)(nil)
-)
-
-// Set replaces the ring's members (the Pool logs the change).
-func (s poolSetter) Set(urls ...string) error { return s.applied(s.pool.Set(urls...)) }
-
-// SetWeighted replaces the ring's members and their weights.
-func (s poolSetter) SetWeighted(weights map[string]int) error {
-	return s.applied(s.pool.SetWeighted(weights))
-}
-
-// SetRanges replaces the ring's members and their explicit positions.
-func (s poolSetter) SetRanges(positions map[string][]uint32) error {
-	return s.applied(s.pool.SetRanges(positions))
-}
-
-func (s poolSetter) applied(err error) error {
-	if err != nil {
-		return err // peers logs it; the Pool keeps its ring
-	}
-	members := s.pool.Members()
-	s.forget(members)
-	s.record(members)
+// ringChanged is the transport.Node's OnRingChange: after each accepted
+// membership change it drops the metrics of peers that left, notes the
+// change in the operator's timeline and signals changed (dev mode waits on
+// it for the nodes to see each other).
+func (n *node) ringChanged(members []string) {
+	n.metrics.forgetPeers(members)
+	n.ui.record(members)
 	select {
-	case s.changed <- struct{}{}:
+	case n.changed <- struct{}{}:
 	default: // a token is already waiting: the waiter rereads the members
 	}
-	return nil
-}
-
-// setter returns the peers.Setter that feeds membership changes to the
-// Pool, to awaitMembers and to the metrics.
-func (n *node) setter() poolSetter {
-	return poolSetter{pool: n.pool, changed: n.changed, forget: n.metrics.forgetPeers, record: n.ui.record}
 }
 
 // join registers the node in etcd, or sets the static member list, and
 // returns once the ring is built.
 func (n *node) join(ctx context.Context) error {
-	setter := n.setter()
 	if len(n.cfg.Etcd) == 0 {
-		if _, err := peers.Static(setter, n.self, n.cfg.Peers...); err != nil {
+		if _, err := peers.Static(n.tn, n.self, n.cfg.Peers...); err != nil {
 			return fmt.Errorf("%w: peers: %v", errConfig, err)
 		}
 		return nil
@@ -356,7 +315,7 @@ func (n *node) join(ctx context.Context) error {
 	pc.HoldDown = n.cfg.HoldDown
 	pc.Weight = n.cfg.Weight
 	pc.Logger = n.baseLog
-	pc.Setter = setter
+	pc.Setter = n.tn
 	if n.cfg.Placement == placementRanges {
 		positions := n.cfg.Positions
 		pc.Placer = peers.PlacerFunc(func(ring map[string][]uint32, node string) ([]uint32, error) {
@@ -368,6 +327,7 @@ func (n *node) join(ctx context.Context) error {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
 	n.reg = reg
+	n.tn.SetMembership(reg)
 	n.served.Go(func() { n.ui.follow(reg) }) // ends when stop closes reg
 	return nil
 }
@@ -418,82 +378,23 @@ func (n *node) wait(ctx context.Context) error {
 // idempotent.
 func (n *node) stop(ctx context.Context) {
 	n.stop1.Do(func() {
-		start := time.Now()
 		n.isReady.Store(false)
-		n.log.Info("stopping: not ready, leaving the ring, finishing requests", "timeout", n.cfg.ShutdownTimeout)
-		if n.reg != nil {
-			n.handOver(ctx)
-		}
-		if n.reg != nil {
-			closed := make(chan error, 1)
-			go func() { closed <- n.reg.Close() }()
-			select {
-			case err := <-closed:
-				if err != nil {
-					n.log.Warn("leaving the ring", "err", err)
-				}
-			case <-ctx.Done():
-				// Close is bounded by the TTL, after which the lease is gone
-				// anyway; do not let it eat the time the requests need.
-				n.log.Warn("leaving the ring: timed out; the lease expires by itself")
+		if n.tn != nil {
+			// The transport.Node stops in the order that loses nothing:
+			// not ready, leave the ring and hand values over, finish the
+			// requests in flight on every server, wait for detached loads.
+			if err := n.tn.Shutdown(ctx); err != nil {
+				n.log.Warn("requests cut off at the shutdown timeout", "err", err)
 			}
 		}
-		var wg sync.WaitGroup
-		for _, srv := range n.servers {
-			wg.Go(func() {
-				if err := srv.Shutdown(ctx); err != nil {
-					n.log.Warn("requests cut off at the shutdown timeout", "err", err)
-					srv.Close()
-				}
-			})
-		}
-		wg.Wait()
 		n.served.Wait()
 		n.sec.close()
-		n.pool.Close()
 		for _, ln := range n.limited {
 			if r := ln.Refused(); r > 0 {
 				n.log.Info("connections refused at the cap", "addr", ln.Addr().String(), "refused", r, "max", ln.Max())
 			}
 		}
-		n.log.Info("stopped", "dur", time.Since(start))
 	})
-}
-
-// handOver is the first half of a graceful leave with etcd: the others are
-// told that this node leaves (they drop it from their rings at once), the
-// node stops applying writes, and it pushes the values it owns to their
-// next owners, most recently used first, within half of ctx's time, so that
-// the keys that move cost the origin nothing. The node keeps serving reads,
-// and hand-off requests, until its servers stop.
-func (n *node) handOver(ctx context.Context) {
-	if err := n.reg.Leave(ctx); err != nil {
-		n.log.Warn("marking this node as leaving", "err", err)
-		return
-	}
-	n.cache.Retire()
-	budget := n.cfg.ShutdownTimeout / 2
-	if d, ok := ctx.Deadline(); ok {
-		budget = time.Until(d) / 2
-	}
-	dctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	began := time.Now()
-	st := n.pool.Drain(dctx, n.cache, 0)
-	n.log.Info("handed values over to their next owners",
-		"offered", st.Offered, "adopted", st.Adopted, "bytes", st.Bytes, "failed_batches", st.Failed, "dur", time.Since(began))
-}
-
-// serveReady answers 200 once the node is registered (or has its static
-// peers) and its ring is built, and 503 while starting or stopping.
-func (n *node) serveReady(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	if !n.ready() {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ready")
 }
 
 // ringInfo is the JSON of /debug/ring.
@@ -571,28 +472,10 @@ func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
 
-// tenure is the cache's Config.Tenure: with etcd, the registry's term, held
-// while its lease surely holds (peers.Registry.Tenure) or, past that, while
-// the other members still count this node in; with static membership,
-// always held. The registry is set by join, before the node serves.
-func (n *node) tenure() (uint64, bool) {
-	if n.reg == nil {
-		return 0, true
-	}
-	term, held := n.reg.Tenure()
-	if held || term == 0 {
-		return term, held
-	}
-	// The lease may have run out: etcd is out of reach (an outage, when
-	// nobody can change the ring), or this node was paused or cut off and
-	// the others may have dropped it. They say which.
-	return term, n.pool.MemberConfirmed()
-}
-
 // ready: started, not stopping, and (with etcd) registered with a member
 // set. During an etcd outage the registry stays ready on its last member set.
 func (n *node) ready() bool {
-	return n.isReady.Load() && (n.reg == nil || n.reg.Ready())
+	return n.isReady.Load() && n.tn.Ready()
 }
 
 func (n *node) etcdConnected() (bool, bool) {

@@ -286,7 +286,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// Readiness is the first thing a stop turns off; the listener may
 	// already refuse connections, so ask the handler itself.
 	rec := httptest.NewRecorder()
-	n.serveReady(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	n.tn.PublicHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz while stopping = %d, want 503", rec.Code)
 	}

@@ -1,0 +1,314 @@
+package main
+
+// The flags and environment variables: one table of settings, from which
+// the flag, the variable and the YAML key of each field derive.
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/peers"
+	"github.com/ringcache/ringcache/transport"
+)
+
+// A setting is one configuration field: its flag, its environment variable
+// (envPrefix + the name in upper case, '-' as '_') and its YAML key all
+// derive from name, so the three cannot drift apart.
+type setting struct {
+	name  string
+	def   string // the default as README shows it
+	usage string
+	list  bool // a YAML sequence is accepted and joined with commas
+	flag  bool // a boolean flag: "-name" alone means true
+	set   func(c *Config, v string) error
+}
+
+// settings are the daemon's flags, in the order -help lists them. "group"
+// and "config" are handled apart: one repeats, the other chooses the file.
+var settings = []setting{
+	{name: "listen", def: ":8080", usage: "address of the public API (and of the peer routes unless -peer-listen)",
+		set: func(c *Config, v string) error { c.Listen = v; return nil }},
+	{name: "peer-listen", def: `""`, usage: "separate address for the peer routes; empty: served on -listen",
+		set: func(c *Config, v string) error { c.PeerListen = v; return nil }},
+	{name: "peer-url", def: "http://<hostname>:<peer port>", usage: "base URL other nodes use to reach this node's peer routes",
+		set: func(c *Config, v string) error { c.PeerURL = v; return nil }},
+	{name: "etcd", def: `""`, list: true, usage: "comma-separated etcd endpoints; empty: static membership from -peers",
+		set: func(c *Config, v string) error { c.Etcd = splitList(v); return nil }},
+	{name: "peers", def: `""`, list: true, usage: "comma-separated peer URLs of the other nodes, when -etcd is empty",
+		set: func(c *Config, v string) error { c.Peers = splitList(v); return nil }},
+	{name: "cluster", def: peers.DefaultCluster, usage: "cluster name: the ring's key prefix in etcd",
+		set: func(c *Config, v string) error { c.Cluster = v; return nil }},
+	{name: "node-id", def: "<hostname>", usage: "this node's ID in etcd",
+		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{name: "lease-ttl", def: peers.DefaultTTL.String(), usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
+		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
+	{name: "hold-down", def: peers.DefaultHoldDown.String(), usage: "how long a member whose key vanished stays in the ring",
+		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
+	// Peer security: the cluster secret, protected mode and mutual TLS
+	// (security.go).
+	{name: "secret", def: `""`, usage: "cluster secret (at least 16 bytes): peer requests are signed with HMAC-SHA256, unsigned and replayed ones refused; prefer -secret-file",
+		set: func(c *Config, v string) error { c.Secret = v; return nil }},
+	{name: "secret-file", def: `""`, usage: "file of cluster secrets, one a line: the first signs, all are accepted; re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.SecretFile = v; return nil }},
+	{name: "insecure-peers", def: "false", flag: true, usage: "let peer routes on a non-loopback address run without a secret or mutual TLS (groupcache peers need it)",
+		set: func(c *Config, v string) error { return parseBool(&c.InsecurePeers, v) }},
+	{name: "peer-ca", def: `""`, usage: "mutual TLS between peers: the CA file peers' certificates must chain to (needs -peer-listen; peer URLs are https)",
+		set: func(c *Config, v string) error { c.PeerCA = v; return nil }},
+	{name: "peer-cert", def: `""`, usage: "mutual TLS: this node's certificate file (server and client use), re-read on SIGHUP and when it changes",
+		set: func(c *Config, v string) error { c.PeerCert = v; return nil }},
+	{name: "peer-key", def: `""`, usage: "mutual TLS: this node's private key file",
+		set: func(c *Config, v string) error { c.PeerKey = v; return nil }},
+	{name: "log-level", def: "info", usage: "debug, info, warn or error",
+		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{name: "log-format", def: "text", usage: "text or json",
+		set: func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{name: "max-key-bytes", def: strconv.Itoa(transport.DefaultMaxKeyBytes), usage: "longest key accepted, in bytes",
+		set: func(c *Config, v string) error { return parseInt(&c.MaxKeyBytes, v) }},
+	// xxhash with 160 points balances a small cluster within a few percent;
+	// groupcache's defaults (crc32, 50) give three nodes shares as far apart
+	// as 51% and 17%. Every node of a cluster must use the same two values.
+	{name: "hash", def: "xxhash", usage: "ring hash: " + strings.Join(consistenthash.HashNames(), ", ") + " (crc32 with -replicas 50 to share a ring with groupcache)",
+		set: func(c *Config, v string) error { c.Hash = v; return nil }},
+	{name: "replicas", def: "160", usage: "ring points per node; the same on every node",
+		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
+	{name: "weight", def: "1", usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
+		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
+	{name: "placement", def: "hashed", usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
+		set: func(c *Config, v string) error { c.Placement = v; return nil }},
+	{name: "positions", def: strconv.Itoa(consistenthash.DefaultPositions), usage: "with -placement ranges: arcs a joining node takes",
+		set: func(c *Config, v string) error { return parseInt(&c.Positions, v) }},
+	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
+		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
+	// A peer that sends nothing for this long is suspected and its keys are
+	// loaded locally until it answers a probe. An owner that is loading
+	// sends 102 Processing every third of it, so a slow origin is waited
+	// for (up to the group's load-timeout): only a hung or paused node is
+	// timed out.
+	{name: "peer-timeout", def: transport.DefaultPeerTimeout.String(), usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
+		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
+	{name: "copy-lease", def: transport.DefaultLeaseTTL.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
+		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
+	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",
+		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
+
+	// The public API: who may write and read, TLS, and the bounds that keep
+	// one client or a flood of connections from taking the node down.
+	{name: "write-token", def: `""`, usage: "bearer token that PUT and DELETE need; without it (or -write-token-file) they get 403 unless -open-writes",
+		set: func(c *Config, v string) error { c.Public.WriteToken = v; return nil }},
+	{name: "write-token-file", def: `""`, usage: "file of write tokens, one a line (two during a rotation); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.WriteTokenFile = v; return nil }},
+	{name: "open-writes", def: "false", flag: true, usage: "let anyone who reaches the public API PUT and DELETE, without a token",
+		set: func(c *Config, v string) error { return parseBool(&c.Public.OpenWrites, v) }},
+	{name: "read-token", def: `""`, usage: "if set, GET and HEAD need this bearer token (or a write token)",
+		set: func(c *Config, v string) error { c.Public.ReadToken = v; return nil }},
+	{name: "read-token-file", def: `""`, usage: "file of read tokens, one a line; reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.ReadTokenFile = v; return nil }},
+	{name: "admin-listen", def: `""`, usage: "separate address for /metrics and /debug/*, which then leave the public listener",
+		set: func(c *Config, v string) error { c.Public.AdminListen = v; return nil }},
+	{name: "tls-cert", def: `""`, usage: "PEM certificate chain of the public listener (with -tls-key; needs -peer-listen); reread on SIGHUP",
+		set: func(c *Config, v string) error { c.Public.TLSCert = v; return nil }},
+	{name: "tls-key", def: `""`, usage: "PEM private key of -tls-cert",
+		set: func(c *Config, v string) error { c.Public.TLSKey = v; return nil }},
+	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
+		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
+	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
+	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
+		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
+	{name: "client-misses", def: strconv.Itoa(transport.DefaultClientLimits.MaxMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},
+	{name: "client-miss-rate", def: strconv.FormatFloat(transport.DefaultClientLimits.MissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
+		set: func(c *Config, v string) error { return parseRate(&c.Public.ClientMissRate, v) }},
+	{name: "client-miss-burst", def: strconv.Itoa(transport.DefaultClientLimits.MissBurst), usage: "burst allowed above -client-miss-rate",
+		set: func(c *Config, v string) error { return parseInt(&c.Public.ClientMissBurst, v) }},
+}
+
+// A groupField is one key of a group description, the same in a -group
+// flag ("name=demo,bytes=64MiB") and in the YAML file's groups list.
+type groupField struct {
+	name  string
+	def   string
+	usage string
+	set   func(g *GroupSpec, v string) error
+}
+
+var groupFields = []groupField{
+	{name: "name", def: "required", usage: "group name: letters, digits and ._- ; unique",
+		set: func(g *GroupSpec, v string) error { g.Name = v; return nil }},
+	{name: "origin", def: "required", usage: "demo, http or dir",
+		set: func(g *GroupSpec, v string) error { g.Origin = v; return nil }},
+	{name: "url", def: "required for http", usage: "http: URL template with {group} and {key}",
+		set: func(g *GroupSpec, v string) error { g.URL = v; return nil }},
+	{name: "dir", def: "required for dir", usage: "dir: the directory whose files are the values",
+		set: func(g *GroupSpec, v string) error { g.Dir = v; return nil }},
+	{name: "bytes", def: "64MiB", usage: "memory budget of the main and hot caches together",
+		set: func(g *GroupSpec, v string) error { return parseBytes(&g.Bytes, v) }},
+	{name: "hot-bytes", def: "bytes/8", usage: "part of bytes for hot copies of keys owned by peers; off: none",
+		set: func(g *GroupSpec, v string) error {
+			if v == "off" {
+				g.HotBytes = -1
+				return nil
+			}
+			return parseBytes(&g.HotBytes, v)
+		}},
+	{name: "ttl", def: "0s (until evicted)", usage: "how long a loaded value is served",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},
+	{name: "not-found-ttl", def: "0s (not remembered)", usage: "how long an origin's not-found is remembered",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.NotFoundTTL, v) }},
+	{name: "error-ttl", def: "1s", usage: "how long a failed origin load is remembered (callers get the error, the origin sees one load per interval); off: never",
+		set: func(g *GroupSpec, v string) error {
+			if v == "off" {
+				g.ErrorTTL = -1
+				return nil
+			}
+			return parseDuration(&g.ErrorTTL, v)
+		}},
+	{name: "stale-while-revalidate", def: "0s (off)", usage: "how long past its expiry a value is still served while one background load refreshes it (RFC 5861)",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleWhileRevalidate, v) }},
+	{name: "stale-if-error", def: "0s (off)", usage: "how long past its expiry a value is served instead of an error when the origin fails (RFC 5861)",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleIfError, v) }},
+	{name: "load-timeout", def: "30s", usage: "bound on one origin load",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
+	{name: "max-value-bytes", def: "1MiB", usage: "largest value accepted from the origin or a PUT",
+		set: func(g *GroupSpec, v string) error { return parseBytes(&g.MaxValueBytes, v) }},
+	{name: "timeout", def: "10s", usage: "http: bound on one upstream request",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.Timeout, v) }},
+	{name: "demo-size", def: "64", usage: "demo: bytes per value",
+		set: func(g *GroupSpec, v string) error { return parseInt(&g.DemoSize, v) }},
+	{name: "demo-latency", def: "0s", usage: "demo: sleep per load, as a slow origin would",
+		set: func(g *GroupSpec, v string) error { return parseDuration(&g.DemoLatency, v) }},
+}
+
+// envName returns the environment variable of a flag.
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseGroupFlag parses "name=demo,origin=demo,bytes=64MiB". Values cannot
+// contain commas; the YAML file has no such limit.
+func parseGroupFlag(v string) (GroupSpec, error) {
+	var g GroupSpec
+	seen := map[string]bool{}
+	for _, kv := range splitOn(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok {
+			return g, fmt.Errorf("%q: want key=value", kv)
+		}
+		if err := setGroupField(&g, k, strings.TrimSpace(val), seen); err != nil {
+			return g, err
+		}
+	}
+	return g, nil
+}
+
+// setGroupField sets the field named k, refusing unknown and repeated ones.
+func setGroupField(g *GroupSpec, k, v string, seen map[string]bool) error {
+	i := slices.IndexFunc(groupFields, func(f groupField) bool { return f.name == k })
+	if i < 0 {
+		return fmt.Errorf("unknown field %q", k)
+	}
+	if seen[k] {
+		return fmt.Errorf("%s: given twice", k)
+	}
+	seen[k] = true
+	if err := groupFields[i].set(g, v); err != nil {
+		return fmt.Errorf("%s: %v", k, err)
+	}
+	return nil
+}
+
+func parseDuration(d *time.Duration, v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q: want a duration like 500ms, 5s or 1m", v)
+	}
+	*d = x
+	return nil
+}
+
+func parseBool(b *bool, v string) error {
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q: want true or false", v)
+	}
+	*b = x
+	return nil
+}
+
+func parseInt(n *int, v string) error {
+	x, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("%q: want an integer", v)
+	}
+	*n = x
+	return nil
+}
+
+// byteUnits are the suffixes parseBytes accepts, longest first.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+	{"B", 1},
+}
+
+// parseBytes parses a size: an integer with an optional unit (B, KiB, MiB,
+// GiB, TiB, or the decimal KB, MB, GB, TB), for example "64MiB" or "1024".
+func parseBytes(n *int64, v string) error {
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range byteUnits {
+		if s, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(s), u.mult
+			break
+		}
+	}
+	x, err := strconv.ParseInt(num, 10, 64)
+	switch {
+	case err != nil || x < 0:
+		return fmt.Errorf("%q: want a size like 1048576, 512KiB or 64MiB", v)
+	case x > math.MaxInt64/mult:
+		return fmt.Errorf("%q: too large", v)
+	}
+	*n = x * mult
+	return nil
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping
+// empty elements.
+func splitList(v string) []string { return splitOn(v, ",") }
+
+func splitOn(v, sep string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// printUsage writes the help of "serve": every flag with its environment
+// variable and default, then the group fields.
+func printUsage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: ringcached [serve] [flags]\n       ringcached dev [-base-port 8081]\n       ringcached healthcheck [-url http://127.0.0.1:8080/readyz]\n\n")
+	fmt.Fprintf(w, "Flags of serve (each also from its environment variable; a flag wins over the\nvariable, the variable over the -config file):\n")
+	rows := append(slices.Clone(settings),
+		setting{name: "config", def: `""`, usage: "YAML file with groups and any of these settings (same names)"},
+		setting{name: "group", def: "none", usage: "a group, repeatable (env: groups separated by ';'): name=N,origin=demo|http|dir,..."})
+	for _, s := range rows {
+		fmt.Fprintf(w, "  -%-17s %-27s default %s\n      %s\n", s.name, envName(s.name), s.def, s.usage)
+	}
+	fmt.Fprintf(w, "\nGroup fields (-group name=api,origin=http,url=http://origin/{group}/{key},bytes=128MiB):\n")
+	for _, f := range groupFields {
+		fmt.Fprintf(w, "  %-16s default %-20s %s\n", f.name, f.def, f.usage)
+	}
+}

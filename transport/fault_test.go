@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -440,4 +441,39 @@ func TestMemberConfirmed(t *testing.T) {
 	if !alone.MemberConfirmed() {
 		t.Fatal("a node without peers is not its own cluster")
 	}
+}
+
+// TestSilentPeerReleasesEveryWaiter: requests sent to a paused owner one
+// after another do not each wait their own PeerTimeout: when the first finds
+// the owner silent, the others, which have heard nothing from it either,
+// fall back at once.
+func TestSilentPeerReleasesEveryWaiter(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 2, clusterOpts{pool: func(_ int, c *Config) { c.PeerTimeout = DefaultPeerTimeout }})
+	c := testClient(t)
+	paused := nodes[1]
+	paused.gate.pause()
+	defer paused.gate.resume()
+	start := time.Now()
+	var wg sync.WaitGroup
+	done := make([]time.Duration, 10)
+	for i := range done {
+		key := keyOf(t, nodes, paused, fmt.Sprintf("w%d-", i))
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 60 * time.Millisecond)))
+		wg.Go(func() {
+			if err := get(t, c, nodes[0], key); err != nil {
+				t.Error(err)
+			}
+			done[i] = time.Since(start)
+		})
+	}
+	wg.Wait()
+	// Without the release the last one, sent at +540ms, would end at
+	// about +1.54s.
+	for i, d := range done {
+		if d > DefaultPeerTimeout+350*time.Millisecond {
+			t.Fatalf("request %d (sent at +%v) ended at +%v: it waited out its own timeout", i, time.Duration(i)*60*time.Millisecond, d)
+		}
+	}
+	t.Logf("10 requests sent over 540ms to a paused owner all ended by +%v", slices.Max(done))
 }

@@ -12,6 +12,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,12 @@ type peer struct {
 	// requests fail at once with ErrPeerDown and the cache falls back.
 	suspect atomic.Bool
 	probing atomic.Bool // a lease ping is in flight
+
+	// waiting holds the requests in flight to the peer (*exchange keys),
+	// so that when one of them finds the peer silent the others that have
+	// heard nothing from it lately end at once too, rather than each
+	// waiting out its own PeerTimeout.
+	waiting sync.Map
 
 	contact contact
 	// membership is what the peer last said about this node: whether its
@@ -87,10 +94,28 @@ func (pe *peer) probe() {
 
 // trip opens the breaker.
 func (pe *peer) trip(err error) {
-	if pe.suspect.CompareAndSwap(false, true) {
-		pe.pool.cfg.Logger.Warn("transport: peer suspected; requests for its keys fall back until it answers",
-			"peer", pe.url, "err", err)
+	if !pe.suspect.CompareAndSwap(false, true) {
+		return
 	}
+	pe.pool.cfg.Logger.Warn("transport: peer suspected; requests for its keys fall back until it answers",
+		"peer", pe.url, "err", err)
+	// 1: request A is sent, 2: the peer stops, 3: request B is sent,
+	// 4: A times out and trips the breaker: B would still wait its whole
+	// PeerTimeout. Requests that have heard nothing for a while end now;
+	// one that got a 102 lately is an owner loading for it, and goes on.
+	quiet := time.Now().UnixNano() - int64(pe.pool.cfg.PeerTimeout/2)
+	pe.waiting.Range(func(k, _ any) bool {
+		if x := k.(*exchange); x.heard.Load() < quiet {
+			x.cancel(errSilent)
+		}
+		return true
+	})
+}
+
+// exchange is one request in flight to a peer, for trip.
+type exchange struct {
+	heard  atomic.Int64 // Unix nanoseconds of the last byte from the peer; 0: none yet
+	cancel context.CancelCauseFunc
 }
 
 // Fetch asks the peer for key's value with groupcache's GET. The peer serves
@@ -207,7 +232,13 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	}
 	timer := time.AfterFunc(silence, func() { cancel(errSilent) })
 	defer timer.Stop()
-	alive := func() { timer.Reset(p.cfg.PeerTimeout) }
+	x := &exchange{cancel: cancel}
+	pe.waiting.Store(x, nil)
+	defer pe.waiting.Delete(x)
+	alive := func() {
+		timer.Reset(p.cfg.PeerTimeout)
+		x.heard.Store(time.Now().UnixNano())
+	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		Got1xxResponse: func(int, textproto.MIMEHeader) error { alive(); return nil },
 	})

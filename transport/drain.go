@@ -79,8 +79,7 @@ func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) Drai
 // after it). node must be the cache.Node built on this Pool.
 func (p *Pool) OfferOnChange(node *cache.Node) {
 	var running, again atomic.Bool
-	var run func(ctx context.Context)
-	run = func(ctx context.Context) {
+	run := func(ctx context.Context) {
 		for {
 			again.Store(false)
 			st := p.state.Load()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -28,6 +29,22 @@ func since(d time.Duration) string {
 
 // writeOut writes s to w; a failed write to stdout is a failure of the
 // command (a closed pipe, a full disk).
+// printResult prints a read command's result, as JSON or as text (a function,
+// so that text is only formatted when asked for), then reports the nodes
+// that could not be read (failed).
+func printResult(ctx context.Context, o *options, env environ, v any, text func() string, errs []error) error {
+	var err error
+	if o.json() {
+		err = writeJSON(env.Stdout, v)
+	} else {
+		err = writeOut(env.Stdout, text())
+	}
+	if err != nil {
+		return err
+	}
+	return failed(ctx, env.Stderr, errs...)
+}
+
 func writeOut(w io.Writer, s string) error {
 	_, err := io.WriteString(w, s)
 	return err

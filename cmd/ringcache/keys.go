@@ -43,7 +43,7 @@ func (p keyPicker) pick(r *rand.Rand) int {
 	return min(i, p.n-1)
 }
 
-// prob returns the probability of index k (for the report and tests).
+// prob returns the probability of index k: the tests check the draws against it.
 func (p keyPicker) prob(k int) float64 {
 	if p.cdf == nil {
 		return 1 / float64(p.n)

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,10 +35,9 @@ var (
 	daemonsMu sync.Mutex
 	daemons   []*daemon
 
-	devOnce  sync.Once
-	dev      *daemon
-	devErr   error
-	devToken string // the write token the dev cluster printed
+	devOnce sync.Once
+	dev     *daemon
+	devErr  error
 
 	dirOnce sync.Once
 	dirNode *daemon
@@ -81,11 +79,7 @@ func ringcached(t *testing.T) string {
 		if raceEnabled {
 			args = append(args, "-race")
 		}
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(gobin); err != nil {
-			gobin = "go"
-		}
-		cmd := exec.Command(gobin, append(args, "github.com/ringcache/ringcache/cmd/ringcached")...)
+		cmd := exec.Command("go", append(args, "github.com/ringcache/ringcache/cmd/ringcached")...)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("building ringcached: %v\n%s", err, out)
 		}

@@ -201,15 +201,7 @@ func runOwner(ctx context.Context, args []string, env environ) error {
 		}
 		res.Views = append(res.Views, ov)
 	}
-	if o.json() {
-		err = writeJSON(env.Stdout, res)
-	} else {
-		err = writeOut(env.Stdout, res.text())
-	}
-	if err != nil {
-		return err
-	}
-	return failed(ctx, env.Stderr, errs...)
+	return printResult(ctx, o, env, res, res.text, errs)
 }
 
 func (r ownerResult) text() string {
@@ -315,16 +307,7 @@ func runMembers(ctx context.Context, args []string, env environ) error {
 		base, id := publicURL(vs, m)
 		res.Members = append(res.Members, member{Peer: m, Share: ref.Shares[m], NodeID: id, URL: base})
 	}
-	var err error
-	if o.json() {
-		err = writeJSON(env.Stdout, res)
-	} else {
-		err = writeOut(env.Stdout, res.text())
-	}
-	if err != nil {
-		return err
-	}
-	return failed(ctx, env.Stderr, errs...)
+	return printResult(ctx, o, env, res, res.text, errs)
 }
 
 func (r membersResult) text() string {

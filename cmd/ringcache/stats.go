@@ -71,16 +71,7 @@ func runStats(ctx context.Context, args []string, env environ) error {
 	for _, name := range slices.Sorted(maps.Keys(totals)) {
 		res.Total = append(res.Total, totals[name])
 	}
-	var err error
-	if o.json() {
-		err = writeJSON(env.Stdout, res)
-	} else {
-		err = writeOut(env.Stdout, res.text(len(o.URLs) > 1))
-	}
-	if err != nil {
-		return err
-	}
-	return failed(ctx, env.Stderr, errs...)
+	return printResult(ctx, o, env, res, func() string { return res.text(len(o.URLs) > 1) }, errs)
 }
 
 func (r statsResult) text(withTotal bool) string {

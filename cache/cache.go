@@ -234,8 +234,10 @@ type GroupConfig struct {
 	ErrorTTL time.Duration
 
 	// HotAfter is how many misses of a key owned by a peer, counted with
-	// decay (see HotWindow), make the fetched value go into the hot cache.
-	// If zero, 3; 1 keeps every fetched value. At most 255.
+	// decay (see HotWindow), make the fetched value go into a full hot
+	// cache, displacing the least recently used copy; while the hot cache
+	// has room, every fetched value goes in. If zero, 3; 1 keeps every
+	// fetched value. At most 255.
 	HotAfter int
 	// HotWindow is the decay period of the hot-key counts: every HotWindow
 	// all counts are halved. If zero, 10s.

@@ -282,53 +282,110 @@ func TestOwnerAnswersAreFinal(t *testing.T) {
 	}
 }
 
-// TestHotPromotion: a peer-owned key goes hot on its HotAfter-th miss.
+// equalKeysOwnedBy returns n distinct keys owned by node i, all of one
+// length, so that their copies of the origin's values are all one size.
+func equalKeysOwnedBy(t *testing.T, owner func(string) int, i, n int) []string {
+	t.Helper()
+	var keys []string
+	for k := 0; k < 10000 && len(keys) < n; k++ {
+		if key := fmt.Sprintf("hk%04d", k); owner(key) == i {
+			keys = append(keys, key)
+		}
+	}
+	if len(keys) < n {
+		t.Fatalf("only %d keys owned by node %d", len(keys), i)
+	}
+	return keys
+}
+
+// hotRoom is a HotBytes that holds exactly n copies of the origin's value of
+// a key as long as those equalKeysOwnedBy returns.
+func hotRoom(n int) int64 {
+	return int64(n) * entrySize("hk0000", Value{Data: []byte("v:hk0000")})
+}
+
+// TestHotPromotion: while the hot cache has room every fetched value is kept;
+// once it is full, a peer-owned key displaces another only on its
+// HotAfter-th miss.
 func TestHotPromotion(t *testing.T) {
 	t.Parallel()
+	t.Run("room", func(t *testing.T) {
+		t.Parallel()
+		o := newOrigin()
+		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(10)}, o.getter)
+		keys := equalKeysOwnedBy(t, c.owner, 1, 11)
+		g := c.groups[0]
+		for _, key := range keys[:10] {
+			mustGet(t, g, key, "v:"+key)
+		}
+		if s := g.Stats(); s.PeerLoads != 10 || s.HotItems != 10 || s.HotPromotions != 10 {
+			t.Fatalf("after one Get of each of 10 keys: %+v; want PeerLoads, HotItems and HotPromotions 10", s)
+		}
+		for _, key := range keys[:10] {
+			mustGet(t, g, key, "v:"+key)
+		}
+		if s := g.Stats(); s.PeerLoads != 10 || s.HotHits != 10 {
+			t.Fatalf("after a second Get of each: PeerLoads %d, HotHits %d; want 10, 10", s.PeerLoads, s.HotHits)
+		}
+		// Full: a key read once is served but displaces nothing.
+		mustGet(t, g, keys[10], "v:"+keys[10])
+		if s := g.Stats(); s.HotItems != 10 || s.HotPromotions != 10 || s.Evictions != 0 {
+			t.Fatalf("after a cold key in a full hot cache: %+v; want HotItems 10, HotPromotions 10, no evictions", s)
+		}
+	})
 	t.Run("third miss", func(t *testing.T) {
 		t.Parallel()
 		o := newOrigin()
-		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
-		key := keyOwnedBy(t, c.owner, 1)
+		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(1)}, o.getter)
+		keys := equalKeysOwnedBy(t, c.owner, 1, 2)
+		filler, key := keys[0], keys[1]
 		g := c.groups[0]
+		mustGet(t, g, filler, "v:"+filler) // fills the hot cache
 		for i := 1; i <= 3; i++ {
 			mustGet(t, g, key, "v:"+key)
-			if s := g.Stats(); s.PeerLoads != int64(i) || s.HotItems != int64(i/3) {
-				t.Fatalf("after Get %d: PeerLoads %d, HotItems %d", i, s.PeerLoads, s.HotItems)
+			if s := g.Stats(); s.PeerLoads != int64(1+i) || s.HotPromotions != int64(1+i/3) {
+				t.Fatalf("after Get %d: PeerLoads %d, HotPromotions %d", i, s.PeerLoads, s.HotPromotions)
 			}
 		}
 		mustGet(t, g, key, "v:"+key)
 		s := g.Stats()
-		if s.PeerLoads != 3 || s.HotHits != 1 || s.HotPromotions != 1 || s.MainItems != 0 {
-			t.Fatalf("Stats = %+v; want PeerLoads 3, HotHits 1, HotPromotions 1, MainItems 0", s)
+		if s.PeerLoads != 4 || s.HotHits != 1 || s.HotItems != 1 || s.MainItems != 0 {
+			t.Fatalf("Stats = %+v; want PeerLoads 4, HotHits 1, HotItems 1, MainItems 0", s)
 		}
-		// Other keys stay cold.
+		// The popular key displaced the filler.
+		mustGet(t, g, filler, "v:"+filler)
+		if s := g.Stats(); s.PeerLoads != 5 {
+			t.Fatalf("PeerLoads %d after the displaced filler, want 5", s.PeerLoads)
+		}
+		// Other keys, read once each, stay cold.
 		for n := range 50 {
 			other := fmt.Sprintf("other%d", n)
 			if c.owner(other) == 1 {
 				mustGet(t, g, other, "v:"+other)
 			}
 		}
-		if s := g.Stats(); s.HotItems != 1 || s.HotPromotions != 1 {
-			t.Fatalf("HotItems %d, HotPromotions %d after reading other keys once; want 1, 1", s.HotItems, s.HotPromotions)
+		if s := g.Stats(); s.HotItems != 1 || s.HotPromotions != 2 {
+			t.Fatalf("HotItems %d, HotPromotions %d after reading other keys once; want 1, 2", s.HotItems, s.HotPromotions)
 		}
 	})
 	t.Run("decay", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			o := newOrigin()
-			c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotWindow: 10 * time.Second}, o.getter)
-			key := keyOwnedBy(t, c.owner, 1)
+			c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(1), HotWindow: 10 * time.Second, HotTTL: time.Hour}, o.getter)
+			keys := equalKeysOwnedBy(t, c.owner, 1, 2)
+			filler, key := keys[0], keys[1]
 			g := c.groups[0]
+			mustGet(t, g, filler, "v:"+filler) // fills the hot cache
 			mustGet(t, g, key, "v:"+key)
 			mustGet(t, g, key, "v:"+key) // count 2
 			time.Sleep(10 * time.Second) // halved: 1
 			mustGet(t, g, key, "v:"+key) // 2: still cold
-			if g.Stats().HotItems != 0 {
+			if g.Stats().HotPromotions != 1 {
 				t.Fatal("promoted although the count decayed")
 			}
 			mustGet(t, g, key, "v:"+key) // 3: hot
-			if g.Stats().HotItems != 1 {
+			if g.Stats().HotPromotions != 2 {
 				t.Fatal("not promoted at count 3")
 			}
 		})

@@ -42,15 +42,20 @@
 //
 // # Hot keys
 //
-// Every Get of a peer-owned key that misses both caches counts one request
-// for the key in a count-min sketch (4 x 8,192 one-byte counters,
-// conservative update) whose counts are halved every HotWindow. When a fetch
-// from the owner completes and the key's count is at least HotAfter, the
-// value is kept in the hot cache, for HotTTL at most. With the defaults
-// (HotAfter 3, HotWindow 10s), a key is promoted on its third miss within a
-// window, or in the second of two windows with two misses each; a key that
-// misses once per window or less never is. Popularity is measured, unlike
-// groupcache's random 1 in 10.
+// A value fetched from its owner is kept in the hot cache, for HotTTL at
+// most, while the hot cache has room for it without evicting another copy:
+// a copy that displaces nothing costs nothing but memory the budget has
+// already set aside, and it saves the next request a network hop. Once the
+// hot cache is full, a copy displaces the least recently used one only if
+// its key is popular: every Get of a peer-owned key that misses both caches
+// counts one request for the key in a count-min sketch (4 x 8,192 one-byte
+// counters, conservative update) whose counts are halved every HotWindow,
+// and the key must count at least HotAfter. With the defaults (HotAfter 3,
+// HotWindow 10s), a key is then kept on its third miss within a window, or
+// in the second of two windows with two misses each; a key that misses once
+// per window or less never displaces another, so a scan of cold keys
+// cannot flush the hot ones. Popularity is measured, unlike groupcache's
+// random 1 in 10.
 //
 // # Concurrency
 //

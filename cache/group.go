@@ -839,22 +839,7 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	switch {
 	case err == nil:
 		g.st.peerLoads.Add(1)
-		if g.freq != nil && g.freq.estimate(key) >= g.cfg.HotAfter {
-			now := time.Now()
-			hv := v
-			hv.Expires = earliest(v.Expires, now.Add(g.cfg.HotTTL))
-			// The epoch is read after the fetch, which renewed the lease:
-			// a write at the owner after it answered either reaches this
-			// node (and fails gd) or revokes the lease (and moves the epoch).
-			e := entry{v: hv, size: entrySize(key, hv)}
-			if l, ok := peer.(Leaser); ok {
-				e.src = l
-				e.stamp, _ = l.Contact()
-			}
-			if g.storable(hv, now) && g.hot.add(key, e, gd) {
-				g.st.hotPromotions.Add(1)
-			}
-		}
+		g.keepHot(key, v, peer, gd)
 		return v, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey):
 		// The owner answered: its origin has no such key, or failed. Loading
@@ -879,6 +864,34 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 	<-c.done
 	return c.val, c.err
+}
+
+// keepHot keeps v, just fetched from peer, in the hot cache if the rule in
+// doc.go admits it: while the hot cache has room for it without evicting
+// another copy, always; once it is full, only if key is popular (at least
+// HotAfter recent misses), since the copy then displaces the least recently
+// used one.
+func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
+	if g.freq == nil {
+		return // no hot cache
+	}
+	now := time.Now()
+	hv := v
+	hv.Expires = earliest(v.Expires, now.Add(g.cfg.HotTTL))
+	// The epoch is read after the fetch, which renewed the lease: a write
+	// at the owner after it answered either reaches this node (and fails
+	// gd) or revokes the lease (and moves the epoch).
+	e := entry{v: hv, size: entrySize(key, hv)}
+	if !g.hot.fits(key, e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
+		return
+	}
+	if l, ok := peer.(Leaser); ok {
+		e.src = l
+		e.stamp, _ = l.Contact()
+	}
+	if g.storable(hv, now) && g.hot.add(key, e, gd) {
+		g.st.hotPromotions.Add(1)
+	}
 }
 
 // mainEntry returns the main-cache entry of v for key, stored at now under

@@ -155,6 +155,18 @@ func (l *lru) add(key string, e entry, g guard) bool {
 	return true
 }
 
+// fits reports whether an entry of size bytes for key would be stored
+// without evicting another: it replaces key's own entry, if any.
+func (l *lru) fits(key string, size int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	free := l.maxBytes - l.bytes
+	if old, ok := l.c.Peek(key); ok {
+		free += old.size
+	}
+	return size <= free
+}
+
 // remove drops key.
 func (l *lru) remove(key string) {
 	l.mu.Lock()

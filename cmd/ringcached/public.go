@@ -210,7 +210,7 @@ type served struct {
 // capListeners caps each listener at the connection limit.
 func (n *node) capListeners(ls []served) error {
 	for i := range ls {
-		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.MaxConns, ls[i].plainHTTP)
+		ln, err := transport.NewLimitListener(ls[i].ln, transport.LimitConfig{Max: n.cfg.Public.MaxConns, MaxPerClient: -1, PlainHTTP: ls[i].plainHTTP})
 		if err != nil {
 			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
 		}

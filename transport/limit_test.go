@@ -97,7 +97,9 @@ func (c *countedConn) Close() error {
 }
 
 // CloseWrite passes net/http's half-close on to the limited connection.
-func (c *countedConn) CloseWrite() error { return c.Conn.(interface{ CloseWrite() error }).CloseWrite() }
+func (c *countedConn) CloseWrite() error {
+	return c.Conn.(interface{ CloseWrite() error }).CloseWrite()
+}
 
 func (s *limitedServer) count(ip string, d int) {
 	s.mu.Lock()

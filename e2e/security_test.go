@@ -27,8 +27,18 @@ import (
 // The security scenario's cluster settings: a write token, the admin routes
 // on their own listener (published on loopback for the harness and this
 // test), and a connection cap low enough to reach from one test.
+//
+// Every connection from the host reaches a container from the Docker
+// bridge's gateway address, so the whole test is one client to the nodes'
+// per-client connection cap. node3 keeps the daemon's default share of the
+// cap (secPerClient), which the per-client probe fills while node1, from
+// an address of its own, still gets its connections to node3 served. node1
+// and node2 run with the per-client cap off: node2 so that the host can
+// reach its listener's cap, node1 so that the miss-limit probe's 200
+// concurrent connections reach the miss limit rather than a connection cap.
 const (
 	secMaxConns      = 256
+	secPerClient     = 64               // the daemon's default for -max-conns 256: 256/8, at least 64
 	secIdleTimeout   = 30 * time.Second // the daemon's default
 	secHeaderTimeout = 5 * time.Second  // the daemon's default
 	secClientMisses  = 32               // the daemon's default
@@ -69,6 +79,9 @@ func TestSecurity(t *testing.T) {
 	}
 	for i, p := range adminPorts {
 		fmt.Fprintf(&override, "  node%d:\n    ports: [\"127.0.0.1:%d:9090\"]\n", i+1, p)
+		if i < 2 { // node1 and node2; node3 keeps the default
+			override.WriteString("    environment:\n      RINGCACHE_MAX_CONNS_PER_CLIENT: \"off\"\n")
+		}
 		env = append(env, fmt.Sprintf("RINGCACHE_NODE%d_ADMIN_PORT=%d", i+1, p))
 	}
 	overrideFile := filepath.Join(t.TempDir(), "admin.yml")
@@ -202,49 +215,20 @@ func TestSecurity(t *testing.T) {
 
 	t.Run("connection-cap-and-idle-timeout", func(t *testing.T) {
 		const tries = secMaxConns + 100
-		addr := strings.TrimPrefix(c.URL("node2"), "http://")
-		type conn struct {
-			c      net.Conn
-			served bool
-		}
-		conns := make([]conn, tries)
-		var wg sync.WaitGroup
-		start := time.Now()
-		for i := range conns {
-			wg.Go(func() {
-				nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-				if err != nil {
-					return // refused by the port proxy: refused all the same
-				}
-				nc.SetDeadline(time.Now().Add(10 * time.Second))
-				fmt.Fprintf(nc, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-				br := bufio.NewReader(nc)
-				resp, err := http.ReadResponse(br, nil)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-				conns[i] = conn{c: nc, served: err == nil && resp.StatusCode == http.StatusOK}
-			})
-		}
-		wg.Wait()
-		answered := time.Since(start)
-		served, refused := 0, 0
-		for _, cn := range conns {
-			if cn.served {
-				served++
-			} else {
-				refused++
-				if cn.c != nil {
-					cn.c.Close()
-				}
-			}
-		}
+		conns, served, refused, answered := holdConns(c.URL("node2"), tries)
 		if served > secMaxConns || refused < tries-secMaxConns {
 			t.Errorf("%d keep-alive connections served, %d refused: want at most %d served", served, refused, secMaxConns)
 		}
 		if answered > 10*time.Second {
 			t.Errorf("the %d connections took %v to be served or refused: some waited", tries, answered)
+		}
+		api := &API{client: client}
+		atCap, err := api.Metric(ctx, admin("node2"), `ringcache_connections_refused_total{listener="public",reason="max_conns"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if atCap < float64(refused) {
+			t.Errorf("node2's metrics: %v connections refused at the listener's cap, want at least the %d refused", atCap, refused)
 		}
 		// Every kept connection is now idle; the server must close it.
 		idleStart := time.Now()
@@ -267,7 +251,7 @@ func TestSecurity(t *testing.T) {
 		}
 		t.Logf("%d connections: %d served, %d refused within %v; the served ones closed by the server %v after going idle",
 			tries, served, refused, answered.Round(time.Millisecond), closedBy.Round(time.Second))
-		row(fmt.Sprintf("%d keep-alive connections to one node (cap set to %d)", tries, secMaxConns),
+		row(fmt.Sprintf("%d keep-alive connections to one node (cap set to %d, per-client cap off)", tries, secMaxConns),
 			fmt.Sprintf("%d served, %d refused at once (503); idle ones closed after %v (default idle timeout %v)", served, refused, closedBy.Round(time.Second), secIdleTimeout))
 	})
 
@@ -310,6 +294,107 @@ func TestSecurity(t *testing.T) {
 		row(fmt.Sprintf("%d slowloris connections (a header byte every 0.5 s)", slow), fmt.Sprintf("all cut within %v (read-header timeout %v)", longest.Round(100*time.Millisecond), secHeaderTimeout))
 	})
 
+	t.Run("per-client-connection-cap", func(t *testing.T) {
+		const tries, fetches = secPerClient + 40, 16
+		api := &API{client: client}
+		// Keys node3 owns, which node1 fetches from it over connections of
+		// its own address.
+		self, err := api.Ring(ctx, admin("node3"), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := time.Now().UnixNano()
+		var owned []string
+		for i := 0; len(owned) < fetches; i++ {
+			k := fmt.Sprintf("share-%d-%d", base, i)
+			r, err := api.Ring(ctx, admin("node1"), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Owner == self.Self {
+				owned = append(owned, k)
+			}
+		}
+
+		conns, served, refused, answered := holdConns(c.URL("node3"), tries)
+		defer func() {
+			for _, cn := range conns {
+				if cn.c != nil {
+					cn.c.Close()
+				}
+			}
+		}()
+		// The harness's own idle connections to node3 count too, so the
+		// test's share may be a little under the cap.
+		if served > secPerClient || refused < tries-secPerClient {
+			t.Errorf("%d connections from the host to node3: %d served, %d refused; want at most %d served", tries, served, refused, secPerClient)
+		}
+		if answered > 10*time.Second {
+			t.Errorf("the %d connections took %v to be served or refused: some waited", tries, answered)
+		}
+
+		// Meanwhile node1 reads node3's keys: concurrent misses, loaded
+		// once each by node3, so node1 opens connections to node3 from its
+		// own address. Were they refused, node1 would load the keys itself.
+		loads := func(n string) int64 {
+			g, err := api.Origin(ctx, admin(n), "demo")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g.Loads
+		}
+		before1, before3 := loads("node1"), loads("node3")
+		tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: fetches}
+		defer tr.CloseIdleConnections()
+		hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		var wg sync.WaitGroup
+		for _, k := range owned {
+			wg.Go(func() {
+				resp, err := hc.Get(keyURL("node1", k))
+				if err != nil {
+					t.Errorf("GET %s at node1: %v", k, err)
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || string(b) != string(DemoValue("demo", k, 64)) {
+					t.Errorf("GET %s at node1 = %d %q", k, resp.StatusCode, b)
+				}
+			})
+		}
+		wg.Wait()
+		loaded1, loaded3 := loads("node1")-before1, loads("node3")-before3
+		if loaded3 != fetches || loaded1 != 0 {
+			t.Errorf("%d misses at node1 for node3's keys: node3 loaded %d, node1 %d; want %d and 0 (node1's connections to node3 served)", fetches, loaded3, loaded1, fetches)
+		}
+
+		// The host is still over its share, and the listener is not full.
+		extra, _, refusedAfter, _ := holdConns(c.URL("node3"), 1)
+		for _, cn := range extra {
+			if cn.c != nil {
+				cn.c.Close()
+			}
+		}
+		if refusedAfter != 1 {
+			t.Error("a new connection from the host after node1's fetches was served: the host's share was not held")
+		}
+		perClient, err := api.Metric(ctx, admin("node3"), `ringcache_connections_refused_total{listener="public",reason="per_client"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atCap, err := api.Metric(ctx, admin("node3"), `ringcache_connections_refused_total{listener="public",reason="max_conns"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perClient < float64(refused+1) || atCap != 0 {
+			t.Errorf("node3's metrics: %v refused per client, %v at the listener's cap; want at least %d and 0", perClient, atCap, refused+1)
+		}
+		t.Logf("%d connections from the host to node3 (per-client cap %d, listener cap %d): %d served, %d refused within %v; meanwhile node1's %d misses for node3's keys loaded by node3 (%d loads) and node1 (%d); metrics: %v refused per client, %v at the cap",
+			tries, secPerClient, secMaxConns, served, refused, answered.Round(time.Millisecond), fetches, loaded3, loaded1, perClient, atCap)
+		row(fmt.Sprintf("%d keep-alive connections from the host to one node (per-client cap %d, the default for a cap of %d)", tries, secPerClient, secMaxConns),
+			fmt.Sprintf("%d served, %d refused at once (503), counted as `per_client`; meanwhile %d concurrent misses through another node, whose peer connections come from its own address, all served by the owner (%d loads there, %d at the other node)", served, refused, fetches, loaded3, loaded1))
+	})
+
 	t.Run("client-miss-limit", func(t *testing.T) {
 		const misses = 200
 		base := time.Now().UnixNano()
@@ -348,6 +433,53 @@ func TestSecurity(t *testing.T) {
 	})
 
 	t.Logf("security probes against %s:\n| probe | outcome |\n| --- | --- |\n%s", c.Project(), strings.Join(report, "\n"))
+}
+
+// heldConn is one connection of holdConns: served, it is open and idle.
+type heldConn struct {
+	c      net.Conn
+	served bool
+}
+
+// holdConns opens tries connections to base at once, each sending one
+// keep-alive GET /healthz, and returns them with how many were served (and
+// are still open) and refused (and closed), and how long that took.
+func holdConns(base string, tries int) (conns []heldConn, served, refused int, answered time.Duration) {
+	addr := strings.TrimPrefix(base, "http://")
+	conns = make([]heldConn, tries)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range conns {
+		wg.Go(func() {
+			nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			if err != nil {
+				return // refused by the port proxy: refused all the same
+			}
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(nc, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+			br := bufio.NewReader(nc)
+			resp, err := http.ReadResponse(br, nil)
+			if err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			conns[i] = heldConn{c: nc, served: err == nil && resp.StatusCode == http.StatusOK}
+		})
+	}
+	wg.Wait()
+	answered = time.Since(start)
+	for i, cn := range conns {
+		if cn.served {
+			served++
+			continue
+		}
+		refused++
+		if cn.c != nil {
+			cn.c.Close()
+			conns[i].c = nil
+		}
+	}
+	return conns, served, refused, answered
 }
 
 // originLoads returns the demo origin's loads summed over nodes, from their

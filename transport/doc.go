@@ -67,7 +67,8 @@
 // and a ClientLimiter (misses in flight and per second per client address)
 // guard the Handler. NewServer returns an http.Server with the timeouts and
 // header limits a node exposed to a network needs; NewLimitListener caps a
-// listener's connections, refusing those beyond the cap at once; a
+// listener's connections, in all and per client address (counted by a
+// ClientLimiter), refusing those beyond a cap at once; a
 // Certificate serves TLS and reloads its files without a restart.
 //
 // Node, Pool, the peers it hands out, Handler and the peer handler are safe

@@ -15,22 +15,57 @@ import (
 // MaxIdleConnsPerHost each) and clients with keep-alive pools need.
 const DefaultMaxConns = 4096
 
-// LimitListener caps the connections a listener has open at once. Unlike
-// golang.org/x/net/netutil.LimitListener, which stops accepting at the cap
-// and so leaves new connections queued in the kernel for as long as the
-// old ones live, it goes on accepting and refuses every connection beyond
-// the cap at once: with a short HTTP 503 (Connection: close, Retry-After)
-// when the listener serves plain HTTP, else by closing it. A client over
-// the cap learns so in one round trip, and a flood of connections cannot
-// make the ones already open wait.
+// PerClientShare and DefaultMaxPerClient set a listener's default cap on
+// one client's connections: 1/PerClientShare of the listener's cap, so that
+// it takes that many addresses to fill the listener, but at least
+// DefaultMaxIdleConnsPerHost, the idle connections a peer's client keeps to
+// a node, so that a peer's pool always fits, and at most the listener's cap.
+// With DefaultMaxConns that is 512.
+const PerClientShare = 8
+
+// DefaultMaxPerClient returns the default per-client cap of a listener
+// capped at maxConns.
+func DefaultMaxPerClient(maxConns int) int {
+	return min(maxConns, max(maxConns/PerClientShare, DefaultMaxIdleConnsPerHost))
+}
+
+// LimitConfig bounds the connections a LimitListener keeps open.
+type LimitConfig struct {
+	// Max is how many connections the listener may have open at once; it
+	// must be > 0.
+	Max int
+	// MaxPerClient is how many of them one client may have: an IPv4
+	// address or an IPv6 /64, the client a ClientLimiter counts. If zero,
+	// DefaultMaxPerClient(Max); negative: no per-client cap. Everything
+	// behind one address shares it: the clients of a reverse proxy or a
+	// NAT, and a peer's pool when peers reach this listener.
+	MaxPerClient int
+	// PlainHTTP makes a refused connection get a 503 before it is closed.
+	// Leave it false for a listener whose connections speak TLS, where
+	// plain bytes would be noise.
+	PlainHTTP bool
+}
+
+// LimitListener caps the connections a listener has open at once, in all
+// and per client address. Unlike golang.org/x/net/netutil.LimitListener,
+// which stops accepting at the cap and so leaves new connections queued in
+// the kernel for as long as the old ones live, it goes on accepting and
+// refuses every connection beyond a cap at once: with a short HTTP 503
+// (Connection: close, Retry-After) when the listener serves plain HTTP,
+// else by closing it. A client over a cap learns so in one round trip, a
+// flood of connections cannot make the ones already open wait, and one
+// address cannot take more than its share of the listener.
 //
 // A LimitListener is safe for concurrent use.
 type LimitListener struct {
 	net.Listener
 	max     int64
+	clients *ClientLimiter // a connection is a miss in flight; nil: no per-client cap
+	perCli  int
 	reply   []byte // written to a refused connection; nil: just close it
 	open    atomic.Int64
-	refused atomic.Uint64
+	refused atomic.Uint64 // at the listener's cap
+	overCli atomic.Uint64 // at the per-client cap
 }
 
 // refuseWriteTimeout bounds writing the 503 to a refused connection. The
@@ -38,16 +73,27 @@ type LimitListener struct {
 // practice; the deadline only guarantees that Accept never does.
 const refuseWriteTimeout = 50 * time.Millisecond
 
-// NewLimitListener returns ln capped at max open connections (max > 0).
-// With plainHTTP, a refused connection gets a 503 before it is closed; give
-// false for a listener whose connections speak TLS, where plain bytes would
-// be noise.
-func NewLimitListener(ln net.Listener, max int, plainHTTP bool) (*LimitListener, error) {
-	if max <= 0 {
-		return nil, fmt.Errorf("%w: connection limit %d: must be > 0", ErrConfig, max)
+// NewLimitListener returns ln capped as cfg says.
+func NewLimitListener(ln net.Listener, cfg LimitConfig) (*LimitListener, error) {
+	if cfg.Max <= 0 {
+		return nil, fmt.Errorf("%w: connection limit %d: must be > 0", ErrConfig, cfg.Max)
 	}
-	l := &LimitListener{Listener: ln, max: int64(max)}
-	if plainHTTP {
+	l := &LimitListener{Listener: ln, max: int64(cfg.Max), perCli: cfg.MaxPerClient}
+	if l.perCli == 0 {
+		l.perCli = DefaultMaxPerClient(cfg.Max)
+	}
+	if l.perCli > 0 {
+		// The miss limiter's in-flight count is exactly a count of open
+		// connections per client, with the same notion of a client; without
+		// a rate it forgets a client when its last connection closes.
+		var err error
+		if l.clients, err = NewClientLimiter(ClientLimitConfig{MaxMisses: l.perCli}); err != nil {
+			return nil, err
+		}
+	} else {
+		l.perCli = 0
+	}
+	if cfg.PlainHTTP {
 		const body = "too many connections\n"
 		l.reply = []byte("HTTP/1.1 503 Service Unavailable\r\n" +
 			"Content-Type: text/plain; charset=utf-8\r\n" +
@@ -57,46 +103,79 @@ func NewLimitListener(ln net.Listener, max int, plainHTTP bool) (*LimitListener,
 	return l, nil
 }
 
-// Accept returns the next connection under the cap, refusing those beyond
-// it on the way.
+// Accept returns the next connection under the caps, refusing those beyond
+// them on the way. The per-client cap is checked first, so that a client
+// over its share is refused as such whatever the listener's state.
 func (l *LimitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
+		var release func()
+		if l.clients != nil {
+			addr := ""
+			if a := c.RemoteAddr(); a != nil {
+				addr = a.String()
+			}
+			if release, err = l.clients.Acquire(addr); err != nil {
+				l.refuse(c, &l.overCli)
+				continue
+			}
+		}
 		if l.open.Add(1) <= l.max {
-			return &limitedConn{Conn: c, l: l}, nil
+			return &limitedConn{Conn: c, l: l, release: release}, nil
 		}
 		l.open.Add(-1)
-		l.refused.Add(1)
-		if l.reply != nil {
-			c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
-			c.Write(l.reply) // best effort: the close below is the refusal
+		if release != nil {
+			release()
 		}
-		c.Close()
+		l.refuse(c, &l.refused)
 	}
+}
+
+// refuse counts c on count and closes it, after the 503 on plain HTTP.
+func (l *LimitListener) refuse(c net.Conn, count *atomic.Uint64) {
+	count.Add(1)
+	if l.reply != nil {
+		c.SetWriteDeadline(time.Now().Add(refuseWriteTimeout))
+		c.Write(l.reply) // best effort: the close below is the refusal
+	}
+	c.Close()
 }
 
 // Open returns the number of accepted connections not yet closed.
 func (l *LimitListener) Open() int { return int(l.open.Load()) }
 
-// Refused returns how many connections were refused at the cap.
+// Refused returns how many connections were refused at the listener's cap.
 func (l *LimitListener) Refused() uint64 { return l.refused.Load() }
 
-// Max returns the cap.
+// ClientRefused returns how many connections were refused at the
+// per-client cap.
+func (l *LimitListener) ClientRefused() uint64 { return l.overCli.Load() }
+
+// Max returns the listener's cap.
 func (l *LimitListener) Max() int { return int(l.max) }
 
-// limitedConn gives its slot back when it is closed, once.
+// MaxPerClient returns the per-client cap, 0 for none.
+func (l *LimitListener) MaxPerClient() int { return l.perCli }
+
+// limitedConn gives its slots back when it is closed, once.
 type limitedConn struct {
 	net.Conn
-	l    *LimitListener
-	once sync.Once
+	l       *LimitListener
+	release func() // the client's slot; nil without a per-client cap
+	once    sync.Once
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		if c.release != nil {
+			c.release()
+		}
+	})
 	return err
 }
 
@@ -133,6 +212,8 @@ var DefaultClientLimits = ClientLimitConfig{MaxMisses: 32, MissRate: 500, MissBu
 // an IPv6 client is its /64, the block one host usually holds, so that
 // walking through one's own addresses does not multiply the allowance. It
 // trusts no forwarding header: behind a proxy, every client is the proxy.
+// A LimitListener counts each client's open connections with one, a
+// connection for a miss in flight.
 //
 // It remembers a client while it has misses in flight or its bucket is
 // refilling (at most MissBurst / MissRate seconds), so its memory follows

@@ -69,6 +69,7 @@ type PublicConfig struct {
 	AdminListen       string        // if set, /metrics and /debug/* listen here only
 	TLSCert, TLSKey   string        // PEM files of the public listener; reread on SIGHUP
 	MaxConns          int           // open connections per listener
+	MaxConnsPerClient int           // of them per client address; 0: the transport's default share; -1: no cap
 	IdleTimeout       time.Duration // idle keep-alive connections are closed after it
 	ReadHeaderTimeout time.Duration // a request's headers must arrive within it
 	ClientMisses      int           // misses in flight per client; -1: no limit

@@ -117,6 +117,11 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Public.TLSKey = v; return nil }},
 	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
 		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
+	// Everything behind one address shares its allowance: the clients of a
+	// reverse proxy or a NAT, and a peer that reaches this listener.
+	{name: "max-conns-per-client", def: fmt.Sprintf("<max-conns>/%d, at least %d", transport.PerClientShare, transport.DefaultMaxIdleConnsPerHost),
+		usage: "open connections one client address (IPv4, or IPv6 /64) may have on each listener; beyond it refused as over -max-conns; off: no limit (behind a reverse proxy, every client is the proxy)",
+		set:   func(c *Config, v string) error { return parseLimit(&c.Public.MaxConnsPerClient, v) }},
 	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
 	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
@@ -305,7 +310,7 @@ func printUsage(w io.Writer) {
 		setting{name: "config", def: `""`, usage: "YAML file with groups and any of these settings (same names)"},
 		setting{name: "group", def: "none", usage: "a group, repeatable (env: groups separated by ';'): name=N,origin=demo|http|dir,..."})
 	for _, s := range rows {
-		fmt.Fprintf(w, "  -%-17s %-27s default %s\n      %s\n", s.name, envName(s.name), s.def, s.usage)
+		fmt.Fprintf(w, "  -%-20s %-30s default %s\n      %s\n", s.name, envName(s.name), s.def, s.usage)
 	}
 	fmt.Fprintf(w, "\nGroup fields (-group name=api,origin=http,url=http://origin/{group}/{key},bytes=128MiB):\n")
 	for _, f := range groupFields {

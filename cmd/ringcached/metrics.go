@@ -145,6 +145,8 @@ type clusterState interface {
 	// etcdConnected reports whether the node is connected to etcd; ok is
 	// false with static membership.
 	etcdConnected() (connected, ok bool)
+	// listeners returns the capped listeners; none before serving.
+	listeners() []capped
 }
 
 // statsCollector turns Group.Stats and the ring's state into metrics when
@@ -152,29 +154,31 @@ type clusterState interface {
 type statsCollector struct{ state clusterState }
 
 var (
-	descGets       = prometheus.NewDesc("ringcache_gets_total", "Get calls, including requests from peers.", []string{"group"}, nil)
-	descPeerGets   = prometheus.NewDesc("ringcache_peer_gets_total", "Gets that came from peers (also counted in ringcache_gets_total).", []string{"group"}, nil)
-	descHits       = prometheus.NewDesc("ringcache_hits_total", "Gets served from a cache: main (keys this node owns) or hot (copies of popular keys owned by peers).", []string{"group", "cache"}, nil)
-	descLoads      = prometheus.NewDesc("ringcache_loads_total", "Misses by how they were filled: local (an origin load by this node), peer (fetched from the owner), dedup (shared another caller's load or fetch).", []string{"group", "source"}, nil)
-	descNotFound   = prometheus.NewDesc("ringcache_not_found_total", "Gets for keys the origin does not have (remembered ones included).", []string{"group"}, nil)
-	descErrors     = prometheus.NewDesc("ringcache_errors_total", "Errors by kind: peer (a fetch from the owner failed; a local load followed), get (a Get failed), too_large (a value over max-value-bytes, from the origin or a write).", []string{"group", "kind"}, nil)
-	descHandoffs   = prometheus.NewDesc("ringcache_handoffs_total", "Values of keys that changed owner handed over between nodes instead of loaded again: taken (by this node, the new owner) or given (by this node, the previous owner).", []string{"group", "direction"}, nil)
-	descStale      = prometheus.NewDesc("ringcache_stale_served_total", "Values served past their expiry, within stale-while-revalidate or stale-if-error.", []string{"group"}, nil)
-	descEvictions  = prometheus.NewDesc("ringcache_evictions_total", "Entries evicted for space from the main and hot caches.", []string{"group"}, nil)
-	descPromotions = prometheus.NewDesc("ringcache_hot_promotions_total", "Values fetched from a peer and kept in the hot cache.", []string{"group"}, nil)
-	descBytes      = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead).", []string{"group", "cache"}, nil)
-	descItems      = prometheus.NewDesc("ringcache_items", "Entries held.", []string{"group", "cache"}, nil)
-	descMaxBytes   = prometheus.NewDesc("ringcache_max_bytes", "The group's memory budget (main and hot caches together).", []string{"group"}, nil)
-	descMembers    = prometheus.NewDesc("ringcache_members", "Members of the ring, this node included.", nil, nil)
-	descVersion    = prometheus.NewDesc("ringcache_ring_version_info", "The ring's version (hex) as a label; the value is always 1.", []string{"version"}, nil)
-	descReady      = prometheus.NewDesc("ringcache_ready", "1 when the node is registered and its ring built (what /readyz reports).", nil, nil)
-	descConnected  = prometheus.NewDesc("ringcache_etcd_connected", "1 while the node's lease and watch in etcd are alive (etcd membership only).", nil, nil)
-	descMemLimit   = prometheus.NewDesc("ringcache_memory_limit_bytes", "The soft memory limit in force (runtime/debug.SetMemoryLimit); absent when there is none.", nil, nil)
+	descGets         = prometheus.NewDesc("ringcache_gets_total", "Get calls, including requests from peers.", []string{"group"}, nil)
+	descPeerGets     = prometheus.NewDesc("ringcache_peer_gets_total", "Gets that came from peers (also counted in ringcache_gets_total).", []string{"group"}, nil)
+	descHits         = prometheus.NewDesc("ringcache_hits_total", "Gets served from a cache: main (keys this node owns) or hot (copies of popular keys owned by peers).", []string{"group", "cache"}, nil)
+	descLoads        = prometheus.NewDesc("ringcache_loads_total", "Misses by how they were filled: local (an origin load by this node), peer (fetched from the owner), dedup (shared another caller's load or fetch).", []string{"group", "source"}, nil)
+	descNotFound     = prometheus.NewDesc("ringcache_not_found_total", "Gets for keys the origin does not have (remembered ones included).", []string{"group"}, nil)
+	descErrors       = prometheus.NewDesc("ringcache_errors_total", "Errors by kind: peer (a fetch from the owner failed; a local load followed), get (a Get failed), too_large (a value over max-value-bytes, from the origin or a write).", []string{"group", "kind"}, nil)
+	descHandoffs     = prometheus.NewDesc("ringcache_handoffs_total", "Values of keys that changed owner handed over between nodes instead of loaded again: taken (by this node, the new owner) or given (by this node, the previous owner).", []string{"group", "direction"}, nil)
+	descStale        = prometheus.NewDesc("ringcache_stale_served_total", "Values served past their expiry, within stale-while-revalidate or stale-if-error.", []string{"group"}, nil)
+	descEvictions    = prometheus.NewDesc("ringcache_evictions_total", "Entries evicted for space from the main and hot caches.", []string{"group"}, nil)
+	descPromotions   = prometheus.NewDesc("ringcache_hot_promotions_total", "Values fetched from a peer and kept in the hot cache.", []string{"group"}, nil)
+	descBytes        = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead).", []string{"group", "cache"}, nil)
+	descItems        = prometheus.NewDesc("ringcache_items", "Entries held.", []string{"group", "cache"}, nil)
+	descMaxBytes     = prometheus.NewDesc("ringcache_max_bytes", "The group's memory budget (main and hot caches together).", []string{"group"}, nil)
+	descMembers      = prometheus.NewDesc("ringcache_members", "Members of the ring, this node included.", nil, nil)
+	descVersion      = prometheus.NewDesc("ringcache_ring_version_info", "The ring's version (hex) as a label; the value is always 1.", []string{"version"}, nil)
+	descReady        = prometheus.NewDesc("ringcache_ready", "1 when the node is registered and its ring built (what /readyz reports).", nil, nil)
+	descConnected    = prometheus.NewDesc("ringcache_etcd_connected", "1 while the node's lease and watch in etcd are alive (etcd membership only).", nil, nil)
+	descConnsOpen    = prometheus.NewDesc("ringcache_connections_open", "Connections open on a listener (public, peer or admin).", []string{"listener"}, nil)
+	descConnsRefused = prometheus.NewDesc("ringcache_connections_refused_total", "Connections refused at once by a listener: at its cap (max_conns, -max-conns) or at one client address's share of it (per_client, -max-conns-per-client).", []string{"listener", "reason"}, nil)
+	descMemLimit     = prometheus.NewDesc("ringcache_memory_limit_bytes", "The soft memory limit in force (runtime/debug.SetMemoryLimit); absent when there is none.", nil, nil)
 )
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descMemLimit} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit} {
 		ch <- d
 	}
 }
@@ -216,6 +220,11 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descReady, boolInt(c.state.ready()))
 	if connected, ok := c.state.etcdConnected(); ok {
 		gauge(descConnected, boolInt(connected))
+	}
+	for _, ln := range c.state.listeners() {
+		gauge(descConnsOpen, int64(ln.Open()), ln.name)
+		counter(descConnsRefused, int64(ln.Refused()), ln.name, "max_conns")
+		counter(descConnsRefused, int64(ln.ClientRefused()), ln.name, "per_client")
 	}
 	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
 		gauge(descMemLimit, limit)

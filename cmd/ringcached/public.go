@@ -201,20 +201,22 @@ func (n *node) setupPublic() error {
 
 // served is one listener and what it serves.
 type served struct {
+	name      string // public, peer or admin, for the metrics
 	ln        net.Listener
 	h         http.Handler
 	plainHTTP bool // refused connections get a plain HTTP 503
 	publicTLS bool // served with the public certificate
 }
 
-// capListeners caps each listener at the connection limit.
+// capListeners caps each listener at the connection limits.
 func (n *node) capListeners(ls []served) error {
 	for i := range ls {
-		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.MaxConns, ls[i].plainHTTP)
+		ln, err := transport.NewLimitListener(ls[i].ln, transport.LimitConfig{
+			Max: n.cfg.Public.MaxConns, MaxPerClient: n.cfg.Public.MaxConnsPerClient, PlainHTTP: ls[i].plainHTTP})
 		if err != nil {
 			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
 		}
-		n.limited = append(n.limited, ln)
+		n.limited = append(n.limited, capped{ls[i].name, ln})
 		ls[i].ln = ln
 	}
 	return nil

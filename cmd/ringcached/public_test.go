@@ -62,7 +62,7 @@ func TestLoadConfigPublic(t *testing.T) {
 	}{
 		{"defaults", nil, func(c Config) bool {
 			return !c.Public.OpenWrites && c.Public.WriteToken == "" && c.Public.MaxConns == transport.DefaultMaxConns &&
-				*c.Public.clientLimits() == transport.DefaultClientLimits
+				c.Public.MaxConnsPerClient == 0 && *c.Public.clientLimits() == transport.DefaultClientLimits
 		}, ""},
 		{"open writes, flag alone", []string{"-open-writes"}, func(c Config) bool { return c.Public.OpenWrites }, ""},
 		{"open writes=false", []string{"-open-writes=false"}, func(c Config) bool { return !c.Public.OpenWrites }, ""},
@@ -83,6 +83,10 @@ func TestLoadConfigPublic(t *testing.T) {
 		{"max conns", []string{"-max-conns", "10", "-idle-timeout", "5s", "-read-header-timeout", "1s"}, func(c Config) bool {
 			return c.Public.MaxConns == 10 && c.Public.IdleTimeout == 5*time.Second && c.Public.ReadHeaderTimeout == time.Second
 		}, ""},
+		{"max conns per client", []string{"-max-conns-per-client", "100"}, func(c Config) bool { return c.Public.MaxConnsPerClient == 100 }, ""},
+		{"max conns per client off", []string{"-max-conns-per-client", "off"}, func(c Config) bool { return c.Public.MaxConnsPerClient == -1 }, ""},
+		{"zero max conns per client", []string{"-max-conns-per-client", "0"}, nil, "max-conns-per-client"},
+		{"negative max conns per client", []string{"-max-conns-per-client", "-3"}, nil, "max-conns-per-client"},
 		{"short token", []string{"-write-token", "short"}, nil, "write-token: 5 bytes"},
 		{"token with a space", []string{"-read-token", "0123456789 abcdefgh"}, nil, "read-token"},
 		{"open and a token", []string{"-open-writes", "-write-token", testToken}, nil, "open-writes"},
@@ -112,11 +116,16 @@ func TestLoadConfigPublic(t *testing.T) {
 		})
 	}
 	// The environment and the YAML file take the same settings.
-	file := writeFile(t, "open-writes: true\nmax-conns: 99\n")
+	file := writeFile(t, "open-writes: true\nmax-conns: 99\nmax-conns-per-client: 9\n")
 	cfg, err := loadConfig(nil, env(map[string]string{"RINGCACHE_CONFIG": file, "RINGCACHE_CLIENT_MISSES": "off",
 		"RINGCACHE_GROUP": "name=demo,origin=demo"}), io.Discard)
-	if err != nil || !cfg.Public.OpenWrites || cfg.Public.MaxConns != 99 || cfg.Public.ClientMisses != -1 {
+	if err != nil || !cfg.Public.OpenWrites || cfg.Public.MaxConns != 99 || cfg.Public.MaxConnsPerClient != 9 || cfg.Public.ClientMisses != -1 {
 		t.Fatalf("from file and environment: %+v, %v", cfg, err)
+	}
+	cfg, err = loadConfig(nil, env(map[string]string{"RINGCACHE_CONFIG": file, "RINGCACHE_MAX_CONNS_PER_CLIENT": "off",
+		"RINGCACHE_GROUP": "name=demo,origin=demo"}), io.Discard)
+	if err != nil || cfg.Public.MaxConnsPerClient != -1 {
+		t.Fatalf("the environment over the file: max-conns-per-client %d, %v; want -1 (off)", cfg.Public.MaxConnsPerClient, err)
 	}
 }
 
@@ -236,12 +245,13 @@ func TestAdminListen(t *testing.T) {
 	}
 }
 
-// TestMaxConns fills a node's public listener: the connection over the cap
-// gets a 503 at once.
+// TestMaxConns fills a node's public listener from one address, with the
+// per-client cap off: the connection over the cap gets a 503 at once.
 func TestMaxConns(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Public.MaxConns = 2
+	cfg.Public.MaxConnsPerClient = -1
 	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
 	n, _ := startTestNode(t, cfg)
 	addr := n.addrs[0].String()
@@ -266,6 +276,64 @@ func TestMaxConns(t *testing.T) {
 	reply, _ := io.ReadAll(c)
 	if !strings.HasPrefix(string(reply), "HTTP/1.1 503") {
 		t.Fatalf("over the cap: %q, want a 503", reply)
+	}
+	if r, rc := n.limited[0].Refused(), n.limited[0].ClientRefused(); r != 1 || rc != 0 {
+		t.Errorf("refused %d at the cap and %d per client, want 1 and 0", r, rc)
+	}
+}
+
+// TestMaxConnsPerClient holds one address's share of a node's public
+// listener: its next connection gets a 503 at once while another address is
+// served, and the metrics count the refusal by listener and reason.
+func TestMaxConnsPerClient(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Public.MaxConns = 8
+	cfg.Public.MaxConnsPerClient = 2
+	cfg.Public.AdminListen = "127.0.0.1:0" // scraped from 127.0.0.1, which is at its cap on the public listener
+	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+	n, _ := startTestNode(t, cfg)
+	addr := n.addrs[0].String()
+	dial := func(ip string) net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial("127.0.0.1")
+	dial("127.0.0.1")
+	deadline := time.Now().Add(5 * time.Second)
+	for n.limited[0].Open() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	c := dial("127.0.0.1")
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "GET /cache/demo/k HTTP/1.1\r\nHost: x\r\n\r\n")
+	reply, _ := io.ReadAll(c)
+	if !strings.HasPrefix(string(reply), "HTTP/1.1 503") || !strings.Contains(string(reply), "Retry-After: 1") {
+		t.Fatalf("a third connection from one address: %q, want a 503 with Retry-After", reply)
+	}
+	other := dial("127.0.0.2")
+	other.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(other, "GET /cache/demo/k HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	if reply, _ := io.ReadAll(other); !strings.HasPrefix(string(reply), "HTTP/1.1 200") {
+		t.Fatalf("another address meanwhile: %q, want a 200", reply)
+	}
+	mfs := scrape(t, "http://"+n.adminAddr.String())
+	for _, m := range []struct {
+		listener, reason string
+		want             float64
+	}{{"public", "per_client", 1}, {"public", "max_conns", 0}, {"admin", "per_client", 0}} {
+		if got := value(t, mfs, "ringcache_connections_refused_total", "listener", m.listener, "reason", m.reason); got != m.want {
+			t.Errorf("ringcache_connections_refused_total{listener=%q,reason=%q} = %v, want %v", m.listener, m.reason, got, m.want)
+		}
+	}
+	if got := value(t, mfs, "ringcache_connections_open", "listener", "public"); got < 2 {
+		t.Errorf("ringcache_connections_open{listener=\"public\"} = %v, want at least the 2 held", got)
 	}
 }
 

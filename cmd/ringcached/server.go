@@ -45,8 +45,8 @@ type node struct {
 	auth      *transport.Auth        // who may use the public API
 	cert      *transport.Certificate // the public listener's, or nil without TLS
 	clients   *transport.ClientLimiter
-	limited   []*transport.LimitListener // every listener, capped
-	adminAddr net.Addr                   // of the admin listener, or nil
+	limited   []capped // every listener, capped
+	adminAddr net.Addr // of the admin listener, or nil
 
 	isReady atomic.Bool
 	addrs   []net.Addr    // of the public listener, then the peer one if any
@@ -249,14 +249,14 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 	})
 	// Each listener is capped on its raw connections, under any TLS, so
 	// that a refusal costs no handshake.
-	ls := []served{{ln: lns[0], h: root, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
+	ls := []served{{name: "public", ln: lns[0], h: root, plainHTTP: n.cert == nil, publicTLS: n.cert != nil}}
 	if len(lns) == 1 {
 		mux.Handle(basePath, peerHandler)
 	} else {
-		ls = append(ls, served{ln: lns[1], h: n.sec.peerHandler(peerHandler), plainHTTP: n.sec.scheme() == "http"})
+		ls = append(ls, served{name: "peer", ln: lns[1], h: n.sec.peerHandler(peerHandler), plainHTTP: n.sec.scheme() == "http"})
 	}
 	if adminLn != nil {
-		ls = append(ls, served{ln: adminLn, h: admin, plainHTTP: true})
+		ls = append(ls, served{name: "admin", ln: adminLn, h: admin, plainHTTP: true})
 	}
 	if err := n.capListeners(ls); err != nil {
 		return err
@@ -390,8 +390,9 @@ func (n *node) stop(ctx context.Context) {
 		n.served.Wait()
 		n.sec.close()
 		for _, ln := range n.limited {
-			if r := ln.Refused(); r > 0 {
-				n.log.Info("connections refused at the cap", "addr", ln.Addr().String(), "refused", r, "max", ln.Max())
+			if r, rc := ln.Refused(), ln.ClientRefused(); r > 0 || rc > 0 {
+				n.log.Info("connections refused at the caps", "listener", ln.name, "addr", ln.Addr().String(),
+					"refused", r, "max", ln.Max(), "refused_per_client", rc, "max_per_client", ln.MaxPerClient())
 			}
 		}
 	})
@@ -465,12 +466,22 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = enc.Encode(v) // an error here is the client gone
 }
 
+// capped is one of the node's listeners under its connection caps.
+type capped struct {
+	name string // public, peer or admin
+	*transport.LimitListener
+}
+
 // The node is the clusterState the metrics read.
 var _ clusterState = (*node)(nil)
 
 func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
+
+// listeners is set by serve before any server runs, so a scrape, which a
+// server serves, sees it whole.
+func (n *node) listeners() []capped { return n.limited }
 
 // ready: started, not stopping, and (with etcd) registered with a member
 // set. During an etcd outage the registry stays ready on its last member set.

@@ -136,6 +136,19 @@ func (a *Auth) Check(r *http.Request) error {
 	return nil
 }
 
+// Guard returns h behind the public API's check (Check), answering a
+// refused request as the public API does (401 with its challenge, or 403).
+func (a *Auth) Guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := a.Check(r); err != nil {
+			challenge(w, err)
+			writeError(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // match checks r's bearer token against every digest in sets.
 func (st *authState) match(r *http.Request, sets ...[][sha256.Size]byte) error {
 	tok, ok := bearer(r.Header.Get("Authorization"))

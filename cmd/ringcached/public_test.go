@@ -245,6 +245,45 @@ func TestAdminListen(t *testing.T) {
 	}
 }
 
+// TestAdminRoutesFollowReadToken: on the public listener the admin routes,
+// which name members and keys, need a token once reads do; on a listener of
+// their own they do not (the operator closes that one by its address).
+func TestAdminRoutesFollowReadToken(t *testing.T) {
+	t.Parallel()
+	const readTok = "read-" + testToken
+	paths := []string{"/metrics", "/debug/ring", "/debug/origin", "/debug/memory", "/ui/", "/ui/state"}
+	t.Run("public listener", func(t *testing.T) {
+		t.Parallel()
+		base, _, _ := serveNode(t, "-read-token", readTok, "-write-token", testToken, "-group", "name=demo,origin=demo")
+		for _, path := range paths {
+			if status, challenge, _ := do(t, nil, http.MethodGet, base+path, "", ""); status != http.StatusUnauthorized || challenge == "" {
+				t.Errorf("%s without a token = %d (WWW-Authenticate %q), want 401 with a challenge", path, status, challenge)
+			}
+			for _, tok := range []string{readTok, testToken} {
+				if status, _, _ := do(t, nil, http.MethodGet, base+path, tok, ""); status != http.StatusOK {
+					t.Errorf("%s with a token = %d, want 200", path, status)
+				}
+			}
+		}
+		if status, _, _ := do(t, nil, http.MethodGet, base+"/readyz", "", ""); status != http.StatusOK {
+			t.Errorf("/readyz without a token = %d, want 200: health checks carry no token", status)
+		}
+	})
+	t.Run("admin listener", func(t *testing.T) {
+		t.Parallel()
+		cfg := DefaultConfig()
+		cfg.Public.ReadToken = readTok
+		cfg.Public.AdminListen = "127.0.0.1:0"
+		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
+		n, _ := startTestNode(t, cfg)
+		for _, path := range paths {
+			if status, _ := get(t, "http://"+n.adminAddr.String()+path); status != http.StatusOK {
+				t.Errorf("admin %s without a token = %d, want 200", path, status)
+			}
+		}
+	})
+}
+
 // TestMaxConns fills a node's public listener from one address, with the
 // per-client cap off: the connection over the cap gets a 503 at once.
 func TestMaxConns(t *testing.T) {

@@ -229,11 +229,15 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/", public)
-	admin := mux
+	admin, guard := mux, n.auth.Guard
 	if adminLn != nil {
-		admin = http.NewServeMux()
+		// A listener of their own is the operator's to close (an internal
+		// address); on the public one the admin routes, which name members
+		// and keys, are as closed as the values: with -read-token they need
+		// a token.
+		admin, guard = http.NewServeMux(), func(h http.Handler) http.Handler { return h }
 	}
-	if err := n.adminRoutes(admin); err != nil {
+	if err := n.adminRoutes(admin, guard); err != nil {
 		return err
 	}
 	// The public API is most of the traffic: it goes straight to its
@@ -271,16 +275,16 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 // adminRoutes registers what operators and their tools read: metrics, the
 // debug reports (ring, origin, memory) and the operator's page. They name members and keys, so
 // -admin-listen moves them off the public listener.
-func (n *node) adminRoutes(mux *http.ServeMux) error {
-	mux.Handle("GET /metrics", n.metrics.handler())
-	mux.HandleFunc("GET /debug/ring", n.serveRing)
-	mux.HandleFunc("GET /debug/origin", n.serveOrigin)
-	mux.HandleFunc("GET /debug/memory", n.serveMemory)
+func (n *node) adminRoutes(mux *http.ServeMux, guard func(http.Handler) http.Handler) error {
+	mux.Handle("GET /metrics", guard(n.metrics.handler()))
+	mux.Handle("GET /debug/ring", guard(http.HandlerFunc(n.serveRing)))
+	mux.Handle("GET /debug/origin", guard(http.HandlerFunc(n.serveOrigin)))
+	mux.Handle("GET /debug/memory", guard(http.HandlerFunc(n.serveMemory)))
 	page, err := ui.NewHandler(n.ui, ui.Config{MaxKeyBytes: n.cfg.MaxKeyBytes})
 	if err != nil {
 		return err
 	}
-	mux.Handle("GET /ui/", page)
+	mux.Handle("GET /ui/", guard(page))
 	return nil
 }
 

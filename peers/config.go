@@ -1,7 +1,7 @@
 package peers
 
 import (
-	"fmt"
+	"cmp"
 	"log/slog"
 	"strings"
 	"time"
@@ -114,71 +114,62 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults validates c and returns it with zero values replaced by defaults. Bad values
-// are rejected with ErrInvalidConfig, never adjusted.
-func (c Config) withDefaults() (Config, error) {
-	bad := func(format string, args ...any) (Config, error) {
-		return Config{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+// Validate reports whether New would accept c, without connecting to anything: nil, or a
+// *ConfigError naming the first field at fault. Zero fields are valid: they select the defaults
+// documented on each field. New applies the same rules, and never adjusts a bad value.
+func (c Config) Validate() error {
+	const idChars = "want 1 to 128 characters from [A-Za-z0-9._:-]"
+	switch {
+	case c.Client == nil && len(c.Endpoints) == 0:
+		return fieldError("Endpoints", "none: need Client or Endpoints")
+	case c.DialTimeout < 0:
+		return fieldError("DialTimeout", "%v: must not be negative", c.DialTimeout)
+	case c.Cluster != "" && !checkID(c.Cluster):
+		return fieldError("Cluster", "%q: %s", c.Cluster, idChars)
+	case c.Prefix != "" && !strings.HasSuffix(c.Prefix, "/"):
+		return fieldError("Prefix", "%q: must end in /", c.Prefix)
+	case !checkID(c.NodeID):
+		return fieldError("NodeID", "%q: %s", c.NodeID, idChars)
 	}
-	if c.Client == nil && len(c.Endpoints) == 0 {
-		return bad("need Client or Endpoints")
-	}
-	if c.DialTimeout < 0 {
-		return bad("negative DialTimeout %v", c.DialTimeout)
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.Cluster == "" {
-		c.Cluster = DefaultCluster
-	}
-	if !checkID(c.Cluster) {
-		return bad("cluster %q: want 1 to 128 characters from [A-Za-z0-9._:-]", c.Cluster)
-	}
-	if c.Prefix == "" {
-		c.Prefix = "/ringcache/" + c.Cluster + "/members/"
-	}
-	if !strings.HasSuffix(c.Prefix, "/") {
-		return bad("prefix %q must end in /", c.Prefix)
-	}
-	if !checkID(c.NodeID) {
-		return bad("node id %q: want 1 to 128 characters from [A-Za-z0-9._:-]", c.NodeID)
-	}
-	if err := checkPeerURL(c.PeerURL); err != nil {
-		return bad("%v", err)
-	}
-	if c.Weight == 0 {
-		c.Weight = 1
+	if why := peerURLFault(c.PeerURL); why != "" {
+		return fieldError("PeerURL", "%q: %s", c.PeerURL, why)
 	}
 	if c.Weight < 0 || c.Weight > MaxWeight {
-		return bad("weight %d outside 1..%d", c.Weight, MaxWeight)
+		return fieldError("Weight", "%d: want 1 to %d", c.Weight, MaxWeight)
 	}
 	if c.Placer != nil {
-		if c.Weight != 1 {
-			return bad("weight %d with a Placer: explicit arcs give every member an equal share", c.Weight)
+		if c.Weight > 1 {
+			return fieldError("Weight", "%d: want 1 with a Placer: a ring of explicit arcs (ranges) gives every member an equal share", c.Weight)
 		}
 		if _, ok := c.Setter.(RangesSetter); c.Setter != nil && !ok {
-			return bad("a Placer needs a Setter that implements RangesSetter")
+			return fieldError("Setter", "%T: a Placer needs a Setter that implements RangesSetter", c.Setter)
 		}
 	}
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.TTL < time.Second || c.TTL%time.Second != 0 {
-		return bad("ttl %v: want a whole number of seconds, at least 1s", c.TTL)
+	// etcd grants leases in whole seconds.
+	if c.TTL != 0 && (c.TTL < time.Second || c.TTL%time.Second != 0) {
+		return fieldError("TTL", "%v: want a whole number of seconds, at least 1s", c.TTL)
 	}
 	if c.HoldDown < 0 {
-		return bad("negative HoldDown %v", c.HoldDown)
-	}
-	if c.HoldDown == 0 {
-		c.HoldDown = DefaultHoldDown
+		return fieldError("HoldDown", "%v: must not be negative", c.HoldDown)
 	}
 	if c.ConfirmDelay < 0 {
-		return bad("negative ConfirmDelay %v", c.ConfirmDelay)
+		return fieldError("ConfirmDelay", "%v: must not be negative", c.ConfirmDelay)
 	}
-	if c.ConfirmDelay == 0 {
-		c.ConfirmDelay = DefaultConfirmDelay
+	return nil
+}
+
+// withDefaults validates c and returns it with zero values replaced by defaults.
+func (c Config) withDefaults() (Config, error) {
+	if err := c.Validate(); err != nil {
+		return Config{}, err
 	}
+	c.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	c.Cluster = cmp.Or(c.Cluster, DefaultCluster)
+	c.Prefix = cmp.Or(c.Prefix, "/ringcache/"+c.Cluster+"/members/")
+	c.Weight = cmp.Or(c.Weight, 1)
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	c.HoldDown = cmp.Or(c.HoldDown, DefaultHoldDown)
+	c.ConfirmDelay = cmp.Or(c.ConfirmDelay, DefaultConfirmDelay)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

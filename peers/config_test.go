@@ -3,8 +3,11 @@ package peers
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -29,43 +32,81 @@ func TestConfigDefaults(t *testing.T) {
 	}
 }
 
-// TestNewRejectsBadConfig checks that New rejects, not adjusts, every bad field, before it
-// touches the network.
+// TestNewRejectsBadConfig checks that Validate refuses, and New rejects rather than adjusts,
+// every bad field, naming it, before New touches the network.
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	valid := func() Config {
 		return Config{Endpoints: []string{"http://127.0.0.1:1"}, NodeID: "a", PeerURL: "http://a:7070"}
 	}
+	placer := PlacerFunc(func(map[string][]uint32, string) ([]uint32, error) { return []uint32{1}, nil })
 	tests := []struct {
-		name string
-		edit func(*Config)
+		name  string
+		edit  func(*Config)
+		field string
 	}{
-		{"no etcd", func(c *Config) { c.Endpoints = nil }},
-		{"no node id", func(c *Config) { c.NodeID = "" }},
-		{"node id with slash", func(c *Config) { c.NodeID = "a/b" }},
-		{"no peer url", func(c *Config) { c.PeerURL = "" }},
-		{"peer url without scheme", func(c *Config) { c.PeerURL = "a:7070" }},
-		{"bad cluster", func(c *Config) { c.Cluster = "x y" }},
-		{"prefix without slash", func(c *Config) { c.Prefix = "/members" }},
-		{"negative weight", func(c *Config) { c.Weight = -1 }},
-		{"weight too large", func(c *Config) { c.Weight = MaxWeight + 1 }},
-		{"ttl below a second", func(c *Config) { c.TTL = 500 * time.Millisecond }},
-		{"ttl not whole seconds", func(c *Config) { c.TTL = 2500 * time.Millisecond }},
-		{"negative ttl", func(c *Config) { c.TTL = -time.Second }},
-		{"negative hold-down", func(c *Config) { c.HoldDown = -1 }},
-		{"negative confirm delay", func(c *Config) { c.ConfirmDelay = -1 }},
-		{"negative dial timeout", func(c *Config) { c.DialTimeout = -1 }},
+		{"no etcd", func(c *Config) { c.Endpoints = nil }, "Endpoints"},
+		{"no node id", func(c *Config) { c.NodeID = "" }, "NodeID"},
+		{"node id with slash", func(c *Config) { c.NodeID = "a/b" }, "NodeID"},
+		{"node id with a space", func(c *Config) { c.NodeID = "a b" }, "NodeID"},
+		{"node id too long", func(c *Config) { c.NodeID = strings.Repeat("a", 129) }, "NodeID"},
+		{"no peer url", func(c *Config) { c.PeerURL = "" }, "PeerURL"},
+		{"peer url without scheme", func(c *Config) { c.PeerURL = "a:7070" }, "PeerURL"},
+		{"peer url with a query", func(c *Config) { c.PeerURL = "http://a:7070/?x=1" }, "PeerURL"},
+		{"bad cluster", func(c *Config) { c.Cluster = "x y" }, "Cluster"},
+		{"prefix without slash", func(c *Config) { c.Prefix = "/members" }, "Prefix"},
+		{"negative weight", func(c *Config) { c.Weight = -1 }, "Weight"},
+		{"weight too large", func(c *Config) { c.Weight = MaxWeight + 1 }, "Weight"},
+		{"weight with a placer", func(c *Config) { c.Weight, c.Placer = 2, placer }, "Weight"},
+		{"placer without a RangesSetter", func(c *Config) { c.Placer, c.Setter = placer, refusingSetter{} }, "Setter"},
+		{"ttl below a second", func(c *Config) { c.TTL = 500 * time.Millisecond }, "TTL"},
+		{"ttl not whole seconds", func(c *Config) { c.TTL = 2500 * time.Millisecond }, "TTL"},
+		{"negative ttl", func(c *Config) { c.TTL = -time.Second }, "TTL"},
+		{"negative hold-down", func(c *Config) { c.HoldDown = -1 }, "HoldDown"},
+		{"negative confirm delay", func(c *Config) { c.ConfirmDelay = -1 }, "ConfirmDelay"},
+		{"negative dial timeout", func(c *Config) { c.DialTimeout = -1 }, "DialTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			c := valid()
 			tt.edit(&c)
+			ce, ok := errors.AsType[*ConfigError](c.Validate())
+			if !ok || ce.Field != tt.field || !errors.Is(ce, ErrInvalidConfig) {
+				t.Errorf("Validate = %v; want a ConfigError for %s matching ErrInvalidConfig", ce, tt.field)
+			}
 			r, err := New(context.Background(), c)
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Fatalf("New = %v, %v; want ErrInvalidConfig", r, err)
+			if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != tt.field {
+				t.Fatalf("New = %v, %v; want a ConfigError for %s", r, err, tt.field)
 			}
 		})
+	}
+}
+
+// TestValidateAcceptsZeroAndBounds: zero fields select defaults and are valid, and so are the
+// bounds of every range.
+func TestValidateAcceptsZeroAndBounds(t *testing.T) {
+	t.Parallel()
+	placer := PlacerFunc(func(map[string][]uint32, string) ([]uint32, error) { return []uint32{1}, nil })
+	for name, c := range map[string]Config{
+		"zero but the required":  {Endpoints: []string{"x"}, NodeID: "a", PeerURL: "http://a"},
+		"a client, no endpoints": {Client: &clientv3.Client{}, NodeID: "a", PeerURL: "http://a"},
+		"bounds": {Endpoints: []string{"x"}, NodeID: strings.Repeat("a", 128), PeerURL: "https://a:1/p",
+			Weight: MaxWeight, TTL: time.Second, Cluster: "a.b_c:d-e"},
+		"a placer, weight 1": {Endpoints: []string{"x"}, NodeID: "a", PeerURL: "http://a", Placer: placer, Weight: 1},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: Validate = %v", name, err)
+		}
+	}
+}
+
+func TestCheckPositions(t *testing.T) {
+	t.Parallel()
+	for n, ok := range map[int]bool{-1: false, 0: false, 1: true, MaxPositions: true, MaxPositions + 1: false} {
+		if err := CheckPositions(n); (err == nil) != ok || !ok && !errors.Is(err, ErrBadPositions) {
+			t.Errorf("CheckPositions(%d) = %v, want ok=%v", n, err, ok)
+		}
 	}
 }
 

@@ -1,10 +1,38 @@
 package peers
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
-// ErrInvalidConfig is returned by New, wrapped with the field at fault, when a Config cannot
-// work: a missing NodeID or PeerURL, a TTL below one second, a negative hold-down.
+// ErrInvalidConfig is matched by every error Config.Validate and New return for a Config that
+// cannot work: a missing NodeID or PeerURL, a TTL below one second, a negative hold-down. Those
+// errors are *ConfigError values, which name the field.
 var ErrInvalidConfig = errors.New("peers: invalid config")
+
+// A ConfigError reports the field of a Config that Config.Validate refused, so that a program
+// that fills the Config from its own settings (a daemon's flags) can name the setting at fault.
+// It matches ErrInvalidConfig.
+type ConfigError struct {
+	// Field is the Config field as Go spells it: "TTL", "NodeID".
+	Field string
+	// Reason is the field's value and what a valid one is: "1.5s: want a whole number of
+	// seconds, at least 1s".
+	Reason string
+}
+
+// Error returns "peers: invalid config: Field: Reason".
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrInvalidConfig, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// fieldError returns a *ConfigError for field, its reason formatted as by fmt.Sprintf.
+func fieldError(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
 
 // ErrBadPeerURL is returned, wrapped with the offending value, for a peer URL that is not an
 // absolute http or https URL with a host.

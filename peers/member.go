@@ -73,17 +73,25 @@ func decodeMember(id string, value []byte) (Member, error) {
 // checkPeerURL accepts absolute http and https URLs with a host and no query or fragment: the
 // transport appends request paths to it.
 func checkPeerURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%w %q: %v", ErrBadPeerURL, s, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%w %q: scheme must be http or https", ErrBadPeerURL, s)
-	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
-		return fmt.Errorf("%w %q: want scheme://host[:port][/path]", ErrBadPeerURL, s)
+	if why := peerURLFault(s); why != "" {
+		return fmt.Errorf("%w %q: %s", ErrBadPeerURL, s, why)
 	}
 	return nil
+}
+
+// peerURLFault returns what keeps s from being a peer URL (see checkPeerURL), or "" if
+// nothing does.
+func peerURLFault(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "scheme must be http or https"
+	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
+		return "want scheme://host[:port][/path]"
+	}
+	return ""
 }
 
 // checkID accepts 1 to 128 characters from [A-Za-z0-9._:-]: enough for host names, pod names

@@ -22,6 +22,17 @@ const MaxPositions = 1024
 // cannot be stored: none, more than MaxPositions, or one that another member holds.
 var ErrBadPositions = errors.New("peers: bad ring positions")
 
+// CheckPositions reports whether a Placer may give a node n positions: 1 to MaxPositions, or
+// an error wrapping ErrBadPositions. The Registry checks every Placer's answer against it; a
+// program whose Placer takes a configured number of positions checks that number with it before
+// it starts, rather than learn at its first registration that the number is too large.
+func CheckPositions(n int) error {
+	if n < 1 || n > MaxPositions {
+		return fmt.Errorf("%w: %d: want 1 to %d", ErrBadPositions, n, MaxPositions)
+	}
+	return nil
+}
+
 // A Placer chooses the positions of a node that joins a ring of explicit arcs
 // (consistenthash.Ranges), for clusters whose nodes share their positions through etcd rather
 // than hash them from their names.
@@ -176,11 +187,10 @@ func (r *Registry) place(ring map[string][]uint32) ([]uint32, error) {
 	}
 	pos = slices.Clone(pos)
 	slices.Sort(pos)
+	if err := CheckPositions(len(pos)); err != nil {
+		return nil, err
+	}
 	switch {
-	case len(pos) == 0:
-		return nil, fmt.Errorf("%w: none", ErrBadPositions)
-	case len(pos) > MaxPositions:
-		return nil, fmt.Errorf("%w: %d > %d", ErrBadPositions, len(pos), MaxPositions)
 	case len(slices.Compact(slices.Clone(pos))) != len(pos):
 		return nil, fmt.Errorf("%w: a position repeats", ErrBadPositions)
 	case holdsAny(ring, pos):

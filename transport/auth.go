@@ -72,22 +72,38 @@ func (a *Auth) Update(cfg AuthConfig) error {
 	return nil
 }
 
-func newAuthState(cfg AuthConfig) (*authState, error) {
-	if cfg.OpenWrites && len(cfg.WriteTokens) > 0 {
-		return nil, fmt.Errorf("%w: write tokens given and writes open: choose one", ErrConfig)
+// Validate reports whether NewAuth would accept c: nil, or a *ConfigError
+// naming the field at fault.
+func (c AuthConfig) Validate() error {
+	if c.OpenWrites && len(c.WriteTokens) > 0 {
+		return fieldError("OpenWrites", "true with write tokens: writes are open or need a token, not both")
 	}
-	st := &authState{openWrites: cfg.OpenWrites}
 	for _, set := range []struct {
-		name   string
+		field  string
 		tokens []string
-		dst    *[][sha256.Size]byte
-	}{{"write", cfg.WriteTokens, &st.write}, {"read", cfg.ReadTokens, &st.read}} {
+	}{{"WriteTokens", c.WriteTokens}, {"ReadTokens", c.ReadTokens}} {
 		for i, t := range set.tokens {
 			if err := CheckToken(t); err != nil {
-				return nil, fmt.Errorf("%w: %s token #%d: %v", ErrConfig, set.name, i+1, err)
+				if len(set.tokens) == 1 {
+					return fieldError(set.field, "%v", err)
+				}
+				return fieldError(set.field, "token #%d: %v", i+1, err)
 			}
-			*set.dst = append(*set.dst, sha256.Sum256([]byte(t)))
 		}
+	}
+	return nil
+}
+
+func newAuthState(cfg AuthConfig) (*authState, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	st := &authState{openWrites: cfg.OpenWrites}
+	for _, t := range cfg.WriteTokens {
+		st.write = append(st.write, sha256.Sum256([]byte(t)))
+	}
+	for _, t := range cfg.ReadTokens {
+		st.read = append(st.read, sha256.Sum256([]byte(t)))
 	}
 	return st, nil
 }

@@ -17,31 +17,35 @@ const (
 func TestAuthConfig(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		cfg  AuthConfig
-		ok   bool
+		name  string
+		cfg   AuthConfig
+		field string // that the ConfigError names; "": valid
 	}{
-		{"zero: writes refused", AuthConfig{}, true},
-		{"open writes", AuthConfig{OpenWrites: true}, true},
-		{"write token", AuthConfig{WriteTokens: []string{writeToken}}, true},
-		{"two write tokens", AuthConfig{WriteTokens: []string{writeToken, otherToken}}, true},
-		{"read token, writes refused", AuthConfig{ReadTokens: []string{readToken}}, true},
-		{"open writes and a token", AuthConfig{OpenWrites: true, WriteTokens: []string{writeToken}}, false},
-		{"short token", AuthConfig{WriteTokens: []string{"short"}}, false},
-		{"empty token", AuthConfig{WriteTokens: []string{""}}, false},
-		{"token with a space", AuthConfig{WriteTokens: []string{"0123456789 abcdefgh"}}, false},
-		{"token with a newline", AuthConfig{ReadTokens: []string{"0123456789abcdefgh\n"}}, false},
-		{"non-ASCII token", AuthConfig{ReadTokens: []string{"0123456789abcdefgé"}}, false},
-		{"huge token", AuthConfig{WriteTokens: []string{strings.Repeat("x", MaxTokenBytes+1)}}, false},
+		{"zero: writes refused", AuthConfig{}, ""},
+		{"open writes", AuthConfig{OpenWrites: true}, ""},
+		{"write token", AuthConfig{WriteTokens: []string{writeToken}}, ""},
+		{"two write tokens", AuthConfig{WriteTokens: []string{writeToken, otherToken}}, ""},
+		{"read token, writes refused", AuthConfig{ReadTokens: []string{readToken}}, ""},
+		{"open writes and a token", AuthConfig{OpenWrites: true, WriteTokens: []string{writeToken}}, "OpenWrites"},
+		{"short token", AuthConfig{WriteTokens: []string{"short"}}, "WriteTokens"},
+		{"empty token", AuthConfig{WriteTokens: []string{""}}, "WriteTokens"},
+		{"token with a space", AuthConfig{WriteTokens: []string{"0123456789 abcdefgh"}}, "WriteTokens"},
+		{"token with a newline", AuthConfig{ReadTokens: []string{"0123456789abcdefgh\n"}}, "ReadTokens"},
+		{"non-ASCII token", AuthConfig{ReadTokens: []string{"0123456789abcdefgé"}}, "ReadTokens"},
+		{"huge token", AuthConfig{WriteTokens: []string{strings.Repeat("x", MaxTokenBytes+1)}}, "WriteTokens"},
+		{"the second token bad", AuthConfig{WriteTokens: []string{writeToken, "short"}}, "WriteTokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := NewAuth(tc.cfg)
-			if tc.ok && err != nil {
+			if verr := tc.cfg.Validate(); (verr == nil) != (err == nil) {
+				t.Fatalf("NewAuth = %v but Validate = %v", err, verr)
+			}
+			if tc.field == "" && err != nil {
 				t.Fatalf("NewAuth: %v", err)
 			}
-			if !tc.ok && !errors.Is(err, ErrConfig) {
-				t.Fatalf("NewAuth = %v, want ErrConfig", err)
+			if ce, ok := errors.AsType[*ConfigError](err); tc.field != "" && (!ok || ce.Field != tc.field || !errors.Is(err, ErrConfig)) {
+				t.Fatalf("NewAuth = %v, want a ConfigError for %s", err, tc.field)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -35,9 +36,18 @@ type Config struct {
 	// "/_groupcache/" (groupcache's). It must start and end with "/".
 	BasePath string
 
-	// Replicas is the number of points per member on the ring. If zero, 50
-	// (groupcache's). Every node of a cluster must use the same value.
+	// Replicas is the number of points per member on the ring, at most
+	// consistenthash.MaxPoints. If zero, 50 (groupcache's). Every node of a
+	// cluster must use the same value.
 	Replicas int
+
+	// MaxWeight, if not zero, is the heaviest weight a member may be given
+	// through SetWeighted (peers.MaxWeight with an etcd membership, where
+	// any member may announce up to that). NewPool then refuses a Replicas
+	// for which a member that heavy would need more than
+	// consistenthash.MaxPoints points, so that such a member is never
+	// refused when it joins. If zero, Replicas is checked as for weight 1.
+	MaxWeight int
 
 	// Hash places members and keys on the ring. If nil,
 	// consistenthash.CRC32 (groupcache's). Every node of a cluster must use
@@ -147,92 +157,91 @@ func DefaultConfig() Config {
 	}
 }
 
+// Validate reports whether NewPool would accept c: nil, or a *ConfigError
+// naming the first field at fault. Zero fields are valid: they select the
+// defaults documented on each field. NewPool applies the same rules, and
+// never adjusts a bad value.
+func (c Config) Validate() error {
+	if _, err := normalizePeer(c.Self); err != nil {
+		return fieldError("Self", "%q: want http(s)://host[:port][/path]", c.Self)
+	}
+	if c.BasePath != "" {
+		if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
+			return fieldError("BasePath", "%q: must start and end with /", c.BasePath)
+		}
+		if escapeBasePath(c.BasePath) != c.BasePath {
+			return fieldError("BasePath", "%q: must need no escaping", c.BasePath)
+		}
+	}
+	if c.Replicas < 0 || c.Replicas > consistenthash.MaxPoints {
+		return fieldError("Replicas", "%d: want 1 to %d", c.Replicas, consistenthash.MaxPoints)
+	}
+	if c.MaxWeight < 0 {
+		return fieldError("MaxWeight", "%d: must not be negative", c.MaxWeight)
+	}
+	if replicas := cmp.Or(c.Replicas, DefaultReplicas); c.MaxWeight > 1 && replicas > consistenthash.MaxPoints/c.MaxWeight {
+		return fieldError("Replicas", "%d: want at most %d, so that a member of weight %d fits on the ring (%d points at most)",
+			replicas, consistenthash.MaxPoints/c.MaxWeight, c.MaxWeight, consistenthash.MaxPoints)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"PeerTimeout", c.PeerTimeout}, {"LeaseTTL", c.LeaseTTL}, {"DialTimeout", c.DialTimeout}, {"SignatureWindow", c.SignatureWindow},
+	} {
+		if d.v < 0 {
+			return fieldError(d.field, "%v: must not be negative", d.v)
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int64
+	}{
+		{"MaxResponseBytes", c.MaxResponseBytes}, {"MaxIdleConnsPerHost", int64(c.MaxIdleConnsPerHost)},
+		{"MaxKeyBytes", int64(c.MaxKeyBytes)}, {"MaxNonces", int64(c.MaxNonces)},
+	} {
+		if n.v < 0 {
+			return fieldError(n.field, "%d: must not be negative", n.v)
+		}
+	}
+	if len(c.Secret) > 0 && len(c.Secrets) > 0 {
+		return fieldError("Secret", "set Secret or Secrets, not both")
+	}
+	secrets := c.Secrets
+	if len(c.Secret) > 0 {
+		secrets = [][]byte{c.Secret}
+	}
+	_, err := checkSecrets(secrets)
+	return err
+}
+
 // withDefaults validates c and fills its zero fields.
 func (c Config) withDefaults() (Config, error) {
-	self, err := normalizePeer(c.Self)
-	if err != nil {
-		return c, fmt.Errorf("%w: Self: %v", ErrConfig, err)
+	if err := c.Validate(); err != nil {
+		return c, err
 	}
-	c.Self = self
-	if c.BasePath == "" {
-		c.BasePath = DefaultBasePath
-	}
-	if !strings.HasPrefix(c.BasePath, "/") || !strings.HasSuffix(c.BasePath, "/") {
-		return c, fmt.Errorf("%w: BasePath %q must start and end with /", ErrConfig, c.BasePath)
-	}
-	if escapeBasePath(c.BasePath) != c.BasePath {
-		return c, fmt.Errorf("%w: BasePath %q must need no escaping", ErrConfig, c.BasePath)
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.Replicas < 0 {
-		return c, fmt.Errorf("%w: Replicas %d < 0", ErrConfig, c.Replicas)
-	}
+	c.Self, _ = normalizePeer(c.Self)
+	c.BasePath = cmp.Or(c.BasePath, DefaultBasePath)
+	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
 	if c.Hash == nil {
 		c.Hash = consistenthash.CRC32
 	}
-	if c.PeerTimeout == 0 {
-		c.PeerTimeout = DefaultPeerTimeout
-	}
-	if c.PeerTimeout < 0 {
-		return c, fmt.Errorf("%w: PeerTimeout %v < 0", ErrConfig, c.PeerTimeout)
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.LeaseTTL < 0 {
-		return c, fmt.Errorf("%w: LeaseTTL %v < 0", ErrConfig, c.LeaseTTL)
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = min(DefaultDialTimeout, c.PeerTimeout)
-	}
-	if c.DialTimeout < 0 {
-		return c, fmt.Errorf("%w: DialTimeout %v < 0", ErrConfig, c.DialTimeout)
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if c.MaxResponseBytes < 0 {
-		return c, fmt.Errorf("%w: MaxResponseBytes %d < 0", ErrConfig, c.MaxResponseBytes)
-	}
-	if c.MaxIdleConnsPerHost == 0 {
-		c.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
-	}
-	if c.MaxIdleConnsPerHost < 0 {
-		return c, fmt.Errorf("%w: MaxIdleConnsPerHost %d < 0", ErrConfig, c.MaxIdleConnsPerHost)
-	}
-	if c.MaxKeyBytes == 0 {
-		c.MaxKeyBytes = DefaultMaxKeyBytes
-	}
-	if c.MaxKeyBytes < 0 {
-		return c, fmt.Errorf("%w: MaxKeyBytes %d < 0", ErrConfig, c.MaxKeyBytes)
-	}
-	if c.SignatureWindow == 0 {
-		c.SignatureWindow = DefaultSignatureWindow
-	}
-	if c.SignatureWindow < 0 {
-		return c, fmt.Errorf("%w: SignatureWindow %v < 0", ErrConfig, c.SignatureWindow)
-	}
+	c.PeerTimeout = cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	c.DialTimeout = cmp.Or(c.DialTimeout, min(DefaultDialTimeout, c.PeerTimeout))
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
+	c.MaxKeyBytes = cmp.Or(c.MaxKeyBytes, DefaultMaxKeyBytes)
+	c.SignatureWindow = cmp.Or(c.SignatureWindow, DefaultSignatureWindow)
+	c.MaxNonces = cmp.Or(c.MaxNonces, DefaultMaxNonces)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxNonces == 0 {
-		c.MaxNonces = DefaultMaxNonces
-	}
-	if c.MaxNonces < 0 {
-		return c, fmt.Errorf("%w: MaxNonces %d < 0", ErrConfig, c.MaxNonces)
-	}
 	if len(c.Secret) > 0 {
-		if len(c.Secrets) > 0 {
-			return c, fmt.Errorf("%w: set Secret or Secrets, not both", ErrConfig)
-		}
 		c.Secrets = [][]byte{c.Secret}
 	}
 	// Copy the secrets so that a caller reusing its slices cannot change them.
-	if c.Secrets, err = checkSecrets(c.Secrets); err != nil {
-		return c, err
-	}
+	c.Secrets, _ = checkSecrets(c.Secrets)
 	c.Secret = nil
 	return c, nil
 }

@@ -12,7 +12,10 @@ import (
 // context.DeadlineExceeded when it timed out), cache.ErrBadKey and
 // cache.ErrTooLarge (it refused the key or the value).
 var (
-	// ErrConfig is returned by NewPool and NewHandler for an invalid config.
+	// ErrConfig is returned by NewPool, NewNode, NewHandler and the other
+	// constructors for an invalid config. The errors of Config.Validate,
+	// ClientLimitConfig.Validate and AuthConfig.Validate are *ConfigError
+	// values, which match it and name the field.
 	ErrConfig = errors.New("transport: invalid config")
 
 	// ErrBadPeer is returned by Pool.Set for a peer that is not an
@@ -96,3 +99,28 @@ func (e *PeerError) Error() string {
 
 // Unwrap returns the cause.
 func (e *PeerError) Unwrap() error { return e.Err }
+
+// A ConfigError reports the field of a config that its Validate method
+// refused, so that a program that fills the config from its own settings (a
+// daemon's flags) can name the setting at fault. It matches ErrConfig.
+type ConfigError struct {
+	// Field is the field as Go spells it: "Replicas", "MissBurst".
+	Field string
+	// Reason is the field's value and what a valid one is: "-1: must not
+	// be negative".
+	Reason string
+}
+
+// Error returns "transport: invalid config: Field: Reason".
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+// fieldError returns a *ConfigError for field, its reason formatted as by
+// fmt.Sprintf.
+func fieldError(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}

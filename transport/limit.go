@@ -73,10 +73,20 @@ type LimitListener struct {
 // practice; the deadline only guarantees that Accept never does.
 const refuseWriteTimeout = 50 * time.Millisecond
 
+// Validate reports whether NewLimitListener would accept c: nil, or a
+// *ConfigError naming the field at fault. A program that binds its
+// listeners late checks its limits with it before it starts.
+func (c LimitConfig) Validate() error {
+	if c.Max <= 0 {
+		return fieldError("Max", "%d: must be > 0", c.Max)
+	}
+	return nil
+}
+
 // NewLimitListener returns ln capped as cfg says.
 func NewLimitListener(ln net.Listener, cfg LimitConfig) (*LimitListener, error) {
-	if cfg.Max <= 0 {
-		return nil, fmt.Errorf("%w: connection limit %d: must be > 0", ErrConfig, cfg.Max)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	l := &LimitListener{Listener: ln, max: int64(cfg.Max), perCli: cfg.MaxPerClient}
 	if l.perCli == 0 {
@@ -236,10 +246,24 @@ type clientState struct {
 // minSweep is the map size below which idle clients are not swept.
 const minSweep = 1024
 
+// Validate reports whether NewClientLimiter would accept c: nil, or a
+// *ConfigError naming the field at fault.
+func (c ClientLimitConfig) Validate() error {
+	switch {
+	case c.MaxMisses < 0:
+		return fieldError("MaxMisses", "%d: must not be negative", c.MaxMisses)
+	case !(c.MissRate >= 0): // NaN too
+		return fieldError("MissRate", "%g: want a rate >= 0", c.MissRate)
+	case c.MissBurst < 0:
+		return fieldError("MissBurst", "%d: must not be negative", c.MissBurst)
+	}
+	return nil
+}
+
 // NewClientLimiter validates cfg and returns a limiter enforcing it.
 func NewClientLimiter(cfg ClientLimitConfig) (*ClientLimiter, error) {
-	if cfg.MaxMisses < 0 || cfg.MissRate < 0 || cfg.MissBurst < 0 {
-		return nil, fmt.Errorf("%w: client limits %+v: must not be negative", ErrConfig, cfg)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.MissRate > 0 && cfg.MissBurst == 0 {
 		cfg.MissBurst = max(1, int(2*cfg.MissRate))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -193,9 +194,15 @@ func expectRefused(t *testing.T, c net.Conn, plain bool) {
 func TestNewLimitListener(t *testing.T) {
 	t.Parallel()
 	for _, max := range []int{0, -1} {
+		if ce, ok := errors.AsType[*ConfigError](LimitConfig{Max: max}.Validate()); !ok || ce.Field != "Max" {
+			t.Errorf("Validate(max %d) = %v, want a ConfigError for Max", max, ce)
+		}
 		if _, err := NewLimitListener(nil, LimitConfig{Max: max}); !errors.Is(err, ErrConfig) {
 			t.Errorf("NewLimitListener(max %d) = %v, want ErrConfig", max, err)
 		}
+	}
+	if err := (LimitConfig{Max: 1, MaxPerClient: -1}).Validate(); err != nil {
+		t.Errorf("Validate(max 1, no per-client cap) = %v", err)
 	}
 	for _, tc := range []struct {
 		name                 string
@@ -983,4 +990,33 @@ func percentile(d []time.Duration, p int) time.Duration {
 	}
 	slices.Sort(d)
 	return d[min(len(d)-1, len(d)*p/100)]
+}
+
+func TestClientLimitConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cfg   ClientLimitConfig
+		field string // "": valid
+	}{
+		{ClientLimitConfig{}, ""},
+		{DefaultClientLimits, ""},
+		{ClientLimitConfig{MaxMisses: -1}, "MaxMisses"},
+		{ClientLimitConfig{MissRate: -0.5}, "MissRate"},
+		{ClientLimitConfig{MissRate: math.NaN()}, "MissRate"},
+		{ClientLimitConfig{MissRate: 1, MissBurst: -1}, "MissBurst"},
+	} {
+		err := tc.cfg.Validate()
+		if _, nerr := NewClientLimiter(tc.cfg); (nerr == nil) != (err == nil) {
+			t.Errorf("%+v: NewClientLimiter = %v but Validate = %v", tc.cfg, nerr, err)
+		}
+		if tc.field == "" {
+			if err != nil {
+				t.Errorf("%+v: Validate = %v", tc.cfg, err)
+			}
+			continue
+		}
+		if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != tc.field || !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: Validate = %v, want a ConfigError for %s", tc.cfg, err, tc.field)
+		}
+	}
 }

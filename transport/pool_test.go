@@ -11,29 +11,58 @@ import (
 
 func TestNewPoolConfig(t *testing.T) {
 	t.Parallel()
+	const self = "http://a:1"
 	tests := []struct {
-		name string
-		cfg  Config
+		name  string
+		cfg   Config
+		field string // that the ConfigError names
 	}{
-		{"no self", Config{}},
-		{"self not a URL", Config{Self: "10.0.0.1:8080"}},
-		{"self with query", Config{Self: "http://a:1/?x=1"}},
-		{"self ftp", Config{Self: "ftp://a:1"}},
-		{"base path without slashes", Config{Self: "http://a:1", BasePath: "_groupcache"}},
-		{"base path needing escapes", Config{Self: "http://a:1", BasePath: "/a b/"}},
-		{"negative replicas", Config{Self: "http://a:1", Replicas: -1}},
-		{"negative timeout", Config{Self: "http://a:1", PeerTimeout: -1}},
-		{"negative idle conns", Config{Self: "http://a:1", MaxIdleConnsPerHost: -1}},
-		{"negative key limit", Config{Self: "http://a:1", MaxKeyBytes: -1}},
-		{"negative window", Config{Self: "http://a:1", SignatureWindow: -1}},
+		{"no self", Config{}, "Self"},
+		{"self not a URL", Config{Self: "10.0.0.1:8080"}, "Self"},
+		{"self with query", Config{Self: "http://a:1/?x=1"}, "Self"},
+		{"self ftp", Config{Self: "ftp://a:1"}, "Self"},
+		{"base path without slashes", Config{Self: self, BasePath: "_groupcache"}, "BasePath"},
+		{"base path needing escapes", Config{Self: self, BasePath: "/a b/"}, "BasePath"},
+		{"negative replicas", Config{Self: self, Replicas: -1}, "Replicas"},
+		{"too many replicas", Config{Self: self, Replicas: consistenthash.MaxPoints + 1}, "Replicas"},
+		{"negative max weight", Config{Self: self, MaxWeight: -1}, "MaxWeight"},
+		// A member of weight 1000 with 1049 replicas would need more
+		// than MaxPoints points.
+		{"a heavy member would not fit", Config{Self: self, Replicas: consistenthash.MaxPoints/1000 + 1, MaxWeight: 1000}, "Replicas"},
+		{"the default replicas would not fit", Config{Self: self, MaxWeight: consistenthash.MaxPoints/DefaultReplicas + 1}, "Replicas"},
+		{"negative timeout", Config{Self: self, PeerTimeout: -1}, "PeerTimeout"},
+		{"negative lease", Config{Self: self, LeaseTTL: -1}, "LeaseTTL"},
+		{"negative dial timeout", Config{Self: self, DialTimeout: -1}, "DialTimeout"},
+		{"negative response bound", Config{Self: self, MaxResponseBytes: -1}, "MaxResponseBytes"},
+		{"negative idle conns", Config{Self: self, MaxIdleConnsPerHost: -1}, "MaxIdleConnsPerHost"},
+		{"negative key limit", Config{Self: self, MaxKeyBytes: -1}, "MaxKeyBytes"},
+		{"negative window", Config{Self: self, SignatureWindow: -1}, "SignatureWindow"},
+		{"negative nonces", Config{Self: self, MaxNonces: -1}, "MaxNonces"},
+		{"secret and secrets", Config{Self: self, Secret: []byte("s"), Secrets: [][]byte{[]byte("t")}}, "Secret"},
+		{"an empty secret", Config{Self: self, Secrets: [][]byte{[]byte("s"), nil}}, "Secrets"},
+		{"too many secrets", Config{Self: self, Secrets: slices.Repeat([][]byte{[]byte("s")}, MaxSecrets+1)}, "Secrets"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := NewPool(tt.cfg); !errors.Is(err, ErrConfig) {
-				t.Fatalf("NewPool(%+v) error = %v, want ErrConfig", tt.cfg, err)
+			if ce, ok := errors.AsType[*ConfigError](tt.cfg.Validate()); !ok || ce.Field != tt.field {
+				t.Errorf("Validate() = %v, want a ConfigError for %s", ce, tt.field)
+			}
+			_, err := NewPool(tt.cfg)
+			if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != tt.field || !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewPool(%+v) error = %v, want a ConfigError for %s matching ErrConfig", tt.cfg, err, tt.field)
 			}
 		})
+	}
+	// The bounds themselves are valid.
+	for _, cfg := range []Config{
+		{Self: self, Replicas: consistenthash.MaxPoints},
+		{Self: self, Replicas: consistenthash.MaxPoints / 1000, MaxWeight: 1000},
+		{Self: self, MaxWeight: consistenthash.MaxPoints / DefaultReplicas},
+	} {
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(Replicas %d, MaxWeight %d) = %v", cfg.Replicas, cfg.MaxWeight, err)
+		}
 	}
 
 	p, err := NewPool(Config{Self: "http://a:1/"})

@@ -54,12 +54,12 @@ func (a *peerAuth) signed() bool { return len(*a.secrets.Load()) > 0 }
 // and returns a copy, so that a caller reusing its slices cannot change them.
 func checkSecrets(secrets [][]byte) ([][]byte, error) {
 	if len(secrets) > MaxSecrets {
-		return nil, fmt.Errorf("%w: %d secrets, at most %d", ErrConfig, len(secrets), MaxSecrets)
+		return nil, fieldError("Secrets", "%d secrets: want at most %d", len(secrets), MaxSecrets)
 	}
 	out := make([][]byte, len(secrets))
 	for i, s := range secrets {
 		if len(s) == 0 {
-			return nil, fmt.Errorf("%w: secret #%d is empty", ErrConfig, i+1)
+			return nil, fieldError("Secrets", "secret #%d is empty", i+1)
 		}
 		out[i] = append([]byte(nil), s...)
 	}

@@ -1,77 +1,72 @@
 package cache
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
 
 // Defaults for the zero fields of a GroupConfig.
 const (
-	defaultLoadTimeout   = 30 * time.Second
-	defaultMaxValueBytes = 1 << 20
-	defaultFallbackTTL   = 5 * time.Second
-	defaultHotAfter      = 3
-	defaultHotWindow     = 10 * time.Second
-	defaultHotTTL        = time.Minute
-	defaultErrorTTL      = time.Second
+	DefaultLoadTimeout   = 30 * time.Second
+	DefaultMaxValueBytes = 1 << 20
+	DefaultFallbackTTL   = 5 * time.Second
+	DefaultHotAfter      = 3
+	DefaultHotWindow     = 10 * time.Second
+	DefaultHotTTL        = time.Minute
+	DefaultErrorTTL      = time.Second
 )
 
-// withDefaults validates c and returns it with the documented defaults in
-// place of its zero fields. It never clamps: a value out of range is an
-// error naming the field.
-func (c GroupConfig) withDefaults() (GroupConfig, error) {
-	bad := func(format string, args ...any) (GroupConfig, error) {
-		return GroupConfig{}, fmt.Errorf("%w: group %q: "+format, append([]any{ErrBadConfig, c.Name}, args...)...)
+// Validate reports whether NewGroup would accept c: nil, or a *ConfigError
+// naming the first field at fault. Zero fields are valid where they select a
+// documented default. NewGroup applies the same rules; it never clamps a
+// value out of range.
+func (c GroupConfig) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Group: c.Name, Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
 	switch {
 	case c.Name == "":
-		return bad("Name is required")
+		return bad("Name", "required")
 	case c.Getter == nil:
-		return bad("Getter is required")
+		return bad("Getter", "required")
 	case c.MaxBytes <= 0:
-		return bad("MaxBytes %d must be > 0", c.MaxBytes)
+		return bad("MaxBytes", "%d: must be > 0", c.MaxBytes)
 	case c.HotBytes >= c.MaxBytes:
-		return bad("HotBytes %d must be < MaxBytes %d", c.HotBytes, c.MaxBytes)
+		return bad("HotBytes", "%d: must be less than MaxBytes (%d)", c.HotBytes, c.MaxBytes)
 	case c.MaxValueBytes < 0:
-		return bad("MaxValueBytes %d must be >= 0", c.MaxValueBytes)
+		return bad("MaxValueBytes", "%d: must not be negative", c.MaxValueBytes)
 	case c.HotAfter < 0 || c.HotAfter > 255:
-		return bad("HotAfter %d must be in [0, 255]", c.HotAfter)
+		return bad("HotAfter", "%d: want 0 to 255", c.HotAfter)
 	}
 	for _, d := range []struct {
-		name string
-		v    time.Duration
+		field string
+		v     time.Duration
 	}{
 		{"TTL", c.TTL}, {"NotFoundTTL", c.NotFoundTTL}, {"LoadTimeout", c.LoadTimeout},
 		{"FallbackTTL", c.FallbackTTL}, {"HotWindow", c.HotWindow}, {"HotTTL", c.HotTTL},
 		{"StaleWhileRevalidate", c.StaleWhileRevalidate}, {"StaleIfError", c.StaleIfError},
 	} {
 		if d.v < 0 {
-			return bad("%s %v must be >= 0", d.name, d.v)
+			return bad(d.field, "%v: must not be negative", d.v)
 		}
 	}
-	if c.HotBytes == 0 {
-		c.HotBytes = c.MaxBytes / 8
+	return nil
+}
+
+// withDefaults validates c and returns it with the documented defaults in
+// place of its zero fields.
+func (c GroupConfig) withDefaults() (GroupConfig, error) {
+	if err := c.Validate(); err != nil {
+		return GroupConfig{}, err
 	}
-	if c.LoadTimeout == 0 {
-		c.LoadTimeout = defaultLoadTimeout
-	}
-	if c.MaxValueBytes == 0 {
-		c.MaxValueBytes = defaultMaxValueBytes
-	}
-	if c.FallbackTTL == 0 {
-		c.FallbackTTL = defaultFallbackTTL
-	}
-	if c.HotAfter == 0 {
-		c.HotAfter = defaultHotAfter
-	}
-	if c.HotWindow == 0 {
-		c.HotWindow = defaultHotWindow
-	}
-	if c.HotTTL == 0 {
-		c.HotTTL = defaultHotTTL
-	}
-	if c.ErrorTTL == 0 {
-		c.ErrorTTL = defaultErrorTTL
-	}
+	c.HotBytes = cmp.Or(c.HotBytes, c.MaxBytes/8)
+	c.LoadTimeout = cmp.Or(c.LoadTimeout, DefaultLoadTimeout)
+	c.MaxValueBytes = cmp.Or(c.MaxValueBytes, DefaultMaxValueBytes)
+	c.FallbackTTL = cmp.Or(c.FallbackTTL, DefaultFallbackTTL)
+	c.HotAfter = cmp.Or(c.HotAfter, DefaultHotAfter)
+	c.HotWindow = cmp.Or(c.HotWindow, DefaultHotWindow)
+	c.HotTTL = cmp.Or(c.HotTTL, DefaultHotTTL)
+	c.ErrorTTL = cmp.Or(c.ErrorTTL, DefaultErrorTTL)
 	return c, nil
 }

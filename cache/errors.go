@@ -1,6 +1,9 @@
 package cache
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by groups. Callers test them with errors.Is; the transport
 // maps them to HTTP status codes in one place.
@@ -33,8 +36,8 @@ var (
 	// settles; a retry after a moment goes to the new owner.
 	ErrNotOwner = errors.New("cache: not the key's owner")
 
-	// ErrBadConfig is returned by NewGroup for an invalid GroupConfig; the
-	// message names the field.
+	// ErrBadConfig is returned by NewGroup for an invalid GroupConfig, as a
+	// *ConfigError that names the field.
 	ErrBadConfig = errors.New("cache: bad config")
 
 	// ErrLoad wraps every failure of the origin (a Getter error or panic),
@@ -42,3 +45,24 @@ var (
 	// A deadline is reported as context.DeadlineExceeded as well.
 	ErrLoad = errors.New("cache: load failed")
 )
+
+// A ConfigError reports the field of a GroupConfig that Validate refused,
+// so that a program that fills the config from its own settings (a daemon's
+// group descriptions) can name the setting at fault. It matches ErrBadConfig.
+type ConfigError struct {
+	// Group is the group's name, empty if that is what is missing.
+	Group string
+	// Field is the field as Go spells it: "TTL", "HotBytes".
+	Field string
+	// Reason is the field's value and what a valid one is: "-1s: must not
+	// be negative".
+	Reason string
+}
+
+// Error returns "cache: bad config: group "Group": Field: Reason".
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("%v: group %q: %s: %s", ErrBadConfig, e.Group, e.Field, e.Reason)
+}
+
+// Unwrap returns ErrBadConfig.
+func (e *ConfigError) Unwrap() error { return ErrBadConfig }

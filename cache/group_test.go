@@ -37,6 +37,10 @@ func TestNewGroupValidates(t *testing.T) {
 		{"negative FallbackTTL", func(c *GroupConfig) { c.FallbackTTL = -1 }, "FallbackTTL"},
 		{"negative HotWindow", func(c *GroupConfig) { c.HotWindow = -1 }, "HotWindow"},
 		{"negative HotTTL", func(c *GroupConfig) { c.HotTTL = -1 }, "HotTTL"},
+		{"negative StaleWhileRevalidate", func(c *GroupConfig) { c.StaleWhileRevalidate = -1 }, "StaleWhileRevalidate"},
+		{"negative StaleIfError", func(c *GroupConfig) { c.StaleIfError = -1 }, "StaleIfError"},
+		{"negative ErrorTTL turns errors off", func(c *GroupConfig) { c.ErrorTTL = -time.Hour }, ""},
+		{"HotAfter 255", func(c *GroupConfig) { c.HotAfter = 255 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,14 +48,18 @@ func TestNewGroupValidates(t *testing.T) {
 			cfg := ok
 			tt.modify(&cfg)
 			_, err := New(Config{}).NewGroup(cfg)
+			if verr := cfg.Validate(); (verr == nil) != (err == nil) {
+				t.Fatalf("NewGroup = %v but Validate = %v", err, verr)
+			}
 			if tt.field == "" {
 				if err != nil {
 					t.Fatalf("NewGroup: %v", err)
 				}
 				return
 			}
-			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("NewGroup err = %v, want ErrBadConfig naming %s", err, tt.field)
+			ce, isCE := errors.AsType[*ConfigError](err)
+			if !isCE || ce.Field != tt.field || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("NewGroup err = %v, want a ConfigError for %s matching ErrBadConfig", err, tt.field)
 			}
 		})
 	}

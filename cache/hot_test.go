@@ -60,11 +60,11 @@ func TestSketchKeepsColdKeysCold(t *testing.T) {
 	}
 	hot := 0
 	for i := range 1000 {
-		if s.estimate("unseen"+strconv.Itoa(i)) >= defaultHotAfter {
+		if s.estimate("unseen"+strconv.Itoa(i)) >= DefaultHotAfter {
 			hot++
 		}
 	}
 	if hot > 0 {
-		t.Fatalf("%d of 1000 unseen keys estimated >= %d", hot, defaultHotAfter)
+		t.Fatalf("%d of 1000 unseen keys estimated >= %d", hot, DefaultHotAfter)
 	}
 }

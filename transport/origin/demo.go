@@ -15,11 +15,16 @@ import (
 // DemoContentType is the Content-Type of every demo value.
 const DemoContentType = "text/plain; charset=utf-8"
 
+// DefaultDemoSize is the length of a demo value when DemoConfig leaves Size
+// zero.
+const DefaultDemoSize = 64
+
 // DemoConfig configures a demo origin.
 type DemoConfig struct {
 	// Group is the group name, part of every value (see DemoValue).
 	Group string
-	// Size is the length of every value in bytes. If zero, 64.
+	// Size is the length of every value in bytes. If zero,
+	// DefaultDemoSize (64).
 	Size int
 	// Latency is how long each load sleeps, as a slow origin would.
 	// If zero, none.
@@ -60,7 +65,7 @@ func NewDemo(cfg DemoConfig) (*Demo, error) {
 	}
 	d := &Demo{group: cfg.Group, size: cfg.Size, latency: cfg.Latency, maxKeys: cfg.MaxKeys, keys: make(map[string]int64)}
 	if d.size == 0 {
-		d.size = 64
+		d.size = DefaultDemoSize
 	}
 	if d.maxKeys == 0 {
 		d.maxKeys = 100000

@@ -14,9 +14,15 @@ import (
 	"github.com/ringcache/ringcache/cache"
 )
 
-// DefaultMaxBytes is the largest value an origin returns when its Config
-// leaves MaxBytes zero; it matches cache.GroupConfig's default MaxValueBytes.
-const DefaultMaxBytes = 1 << 20
+const (
+	// DefaultMaxBytes is the largest value an origin returns when its
+	// Config leaves MaxBytes zero: a group's default MaxValueBytes, so that
+	// an origin does not read what its group would refuse anyway.
+	DefaultMaxBytes = cache.DefaultMaxValueBytes
+	// DefaultTimeout bounds one request of an HTTP origin whose Config
+	// leaves Timeout zero.
+	DefaultTimeout = 10 * time.Second
+)
 
 // HTTPConfig configures an HTTP origin.
 type HTTPConfig struct {
@@ -30,7 +36,8 @@ type HTTPConfig struct {
 	URL string
 	// Group is the name put in place of "{group}".
 	Group string
-	// Timeout bounds one request, reading the body included. If zero, 10s.
+	// Timeout bounds one request, reading the body included. If zero,
+	// DefaultTimeout (10s).
 	Timeout time.Duration
 	// MaxBytes bounds the size of a value. If zero, DefaultMaxBytes.
 	MaxBytes int64
@@ -113,7 +120,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	}
 	h.keyInPath = strings.Contains(h.pathPart, "{key}")
 	if h.timeout == 0 {
-		h.timeout = 10 * time.Second
+		h.timeout = DefaultTimeout
 	}
 	if h.maxBytes == 0 {
 		h.maxBytes = DefaultMaxBytes

@@ -111,29 +111,35 @@ const (
 	originDir  = "dir"
 )
 
-// defaultGroupBytes is a group's memory budget when none is given.
+// defaultGroupBytes is a group's memory budget when none is given: the cache
+// needs one (cache.GroupConfig.MaxBytes has no default), and a quick start
+// should need none.
 const defaultGroupBytes = 64 << 20
 
 // DefaultConfig returns the configuration used for everything the flags,
-// the environment and the file leave unset. NodeID and PeerURL stay empty:
-// they are derived from the host name and the listener when the node starts.
+// the environment and the file leave unset: the libraries' defaults (their
+// DefaultConfig and constants), and the daemon's own choices for what only
+// it has or where it departs from a library (the ring: see the hash
+// setting). NodeID and PeerURL stay empty: they are derived from the host
+// name and the listener when the node starts.
 func DefaultConfig() Config {
+	pc, tc := peers.DefaultConfig(), transport.DefaultConfig()
 	return Config{
 		Listen:          ":8080",
-		Cluster:         peers.DefaultCluster,
-		LeaseTTL:        peers.DefaultTTL,
-		HoldDown:        peers.DefaultHoldDown,
+		Cluster:         pc.Cluster,
+		LeaseTTL:        pc.TTL,
+		HoldDown:        pc.HoldDown,
 		LogLevel:        "info",
 		LogFormat:       "text",
-		MaxKeyBytes:     transport.DefaultMaxKeyBytes,
+		MaxKeyBytes:     tc.MaxKeyBytes,
 		Hash:            "xxhash",
 		Replicas:        160,
-		Weight:          1,
+		Weight:          pc.Weight,
 		Placement:       placementHashed,
 		Positions:       consistenthash.DefaultPositions,
 		ShutdownTimeout: 10 * time.Second,
-		PeerTimeout:     transport.DefaultPeerTimeout,
-		CopyLease:       transport.DefaultLeaseTTL,
+		PeerTimeout:     tc.PeerTimeout,
+		CopyLease:       tc.LeaseTTL,
 		Public: PublicConfig{
 			MaxConns:          transport.DefaultMaxConns,
 			IdleTimeout:       transport.ServerIdleTimeout,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/cache"
 )
 
 // env returns a getenv over a map.
@@ -40,18 +42,39 @@ func TestLoadConfigDefaults(t *testing.T) {
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("got  %+v\nwant %+v", cfg, want)
 	}
-	// The documented defaults are the real ones.
-	for _, s := range settings {
-		if strings.HasPrefix(s.def, "<") || strings.HasPrefix(s.def, "http://<") {
-			continue // derived at start
+}
+
+// TestGroupFieldDefaults checks that a group field's documented default,
+// given explicitly, makes the same group as leaving the field out: the
+// cache applies the default the help shows. (The origins' fields, timeout
+// and demo-size, show the origins' exported defaults.)
+func TestGroupFieldDefaults(t *testing.T) {
+	t.Parallel()
+	node := cache.New(cache.Config{})
+	add := func(g GroupSpec) cache.GroupConfig {
+		t.Helper()
+		if err := g.validate(); err != nil {
+			t.Fatal(err)
 		}
-		fresh := DefaultConfig()
-		def := strings.Trim(s.def, `"`)
-		if err := s.set(&fresh, def); err != nil {
-			t.Fatalf("%s: default %q does not parse: %v", s.name, s.def, err)
+		grp, err := node.NewGroup(g.groupConfig(originAtStart))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(fresh, DefaultConfig()) {
-			t.Errorf("%s: documented default %q differs from DefaultConfig", s.name, s.def)
+		c := grp.Config()
+		c.Name, c.Getter = "", nil
+		return c
+	}
+	plain := add(GroupSpec{Name: "plain", Origin: originDemo})
+	for _, f := range groupFields {
+		if f.name == "timeout" || f.name == "demo-size" || strings.ContainsAny(f.def, " /") || f.def == "required" {
+			continue
+		}
+		g := GroupSpec{Name: "with-" + f.name, Origin: originDemo}
+		if err := f.set(&g, f.def); err != nil {
+			t.Fatalf("%s: default %q does not parse: %v", f.name, f.def, err)
+		}
+		if got := add(g); got != plain {
+			t.Errorf("%s=%s gives %+v, without it %+v", f.name, f.def, got, plain)
 		}
 	}
 }
@@ -162,21 +185,28 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "fractional lease", args: []string{"-group", demoGroup, "-lease-ttl", "1500ms"}, want: []string{"lease-ttl", "whole number of seconds"}},
 		{name: "zero lease", args: []string{"-group", demoGroup, "-lease-ttl", "0s"}, want: []string{"lease-ttl"}},
 		{name: "negative hold-down", args: []string{"-group", demoGroup, "-hold-down", "-1s"}, want: []string{"hold-down"}},
-		{name: "zero hold-down", args: []string{"-group", demoGroup, "-hold-down", "0s"}, want: []string{"hold-down", "> 0"}},
+		{name: "zero hold-down", args: []string{"-group", demoGroup, "-hold-down", "0s"}, want: []string{"-hold-down", "other than zero"}},
 		{name: "bad int", args: []string{"-group", demoGroup, "-max-key-bytes", "lots"}, want: []string{"-max-key-bytes"}},
 		{name: "zero max key", args: []string{"-group", demoGroup, "-max-key-bytes", "0"}, want: []string{"max-key-bytes"}},
 		{name: "unknown hash", args: []string{"-group", demoGroup, "-hash", "sha1"}, want: []string{"hash", "xxhash"}},
 		{name: "zero replicas", args: []string{"-group", demoGroup, "-replicas", "0"}, want: []string{"replicas"}},
+		{name: "negative max key", args: []string{"-group", demoGroup, "-max-key-bytes", "-5"}, want: []string{"max-key-bytes", "-5", "negative"}},
+		{name: "too many replicas", args: []string{"-group", demoGroup, "-replicas", "2000000"}, want: []string{"replicas", "2000000", "1 to 1048576"}},
 		{name: "zero weight", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-weight", "0"}, want: []string{"weight"}},
+		{name: "heavy weight", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-weight", "1001"}, want: []string{"weight", "1001", "1 to 1000"}},
+		{name: "bad cluster", args: []string{"-group", demoGroup, "-cluster", "a/b"}, want: []string{"cluster", `"a/b"`}},
 		{name: "static weight", args: []string{"-group", demoGroup, "-weight", "2"}, want: []string{"weight", "-etcd"}},
 		{name: "heavy replicas", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-replicas", "5000"}, want: []string{"replicas", "1048"}},
 		{name: "unknown placement", args: []string{"-group", demoGroup, "-placement", "random"}, want: []string{"placement", "hashed or ranges"}},
 		{name: "static ranges", args: []string{"-group", demoGroup, "-placement", "ranges"}, want: []string{"placement", "needs -etcd"}},
 		{name: "weighted ranges", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-weight", "2"}, want: []string{"weight", "ranges"}},
-		{name: "zero positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "0"}, want: []string{"positions", "1 to 1024"}},
+		{name: "zero positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "0"}, want: []string{"-positions", "other than zero"}},
+		{name: "too many positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "2000"}, want: []string{"positions", "2000", "1 to 1024"}},
 		{name: "zero shutdown", args: []string{"-group", demoGroup, "-shutdown-timeout", "0s"}, want: []string{"shutdown-timeout"}},
-		{name: "zero peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "0s"}, want: []string{"peer-timeout", "> 0"}},
-		{name: "negative copy lease", args: []string{"-group", demoGroup, "-copy-lease", "-1s"}, want: []string{"copy-lease", "> 0"}},
+		{name: "zero peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "0s"}, want: []string{"-peer-timeout", "other than zero"}},
+		{name: "negative peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "-1s"}, want: []string{"peer-timeout", "-1s", "negative"}},
+		{name: "zero copy lease", args: []string{"-group", demoGroup, "-copy-lease", "0s"}, want: []string{"-copy-lease", "other than zero"}},
+		{name: "negative copy lease", args: []string{"-group", demoGroup, "-copy-lease", "-1s"}, want: []string{"copy-lease", "-1s", "negative"}},
 		{name: "negative error ttl", args: []string{"-group", "name=a,origin=demo,error-ttl=-2s"}, want: []string{"error-ttl"}},
 		{name: "negative stale window", args: []string{"-group", "name=a,origin=demo,stale-if-error=-1s"}, want: []string{"stale-if-error"}},
 		{name: "log level", args: []string{"-group", demoGroup, "-log-level", "loud"}, want: []string{"log-level", "loud"}},

@@ -4,6 +4,7 @@ package main
 // the flag, the variable and the YAML key of each field derive.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
-	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/origin"
 )
 
 // A setting is one configuration field: its flag, its environment variable
@@ -29,10 +31,14 @@ type setting struct {
 	set   func(c *Config, v string) error
 }
 
+// defaults is DefaultConfig, from which each setting's documented default
+// derives, so that -help and README (TestREADMEDefaults) show the real one.
+var defaults = DefaultConfig()
+
 // settings are the daemon's flags, in the order -help lists them. "group"
 // and "config" are handled apart: one repeats, the other chooses the file.
 var settings = []setting{
-	{name: "listen", def: ":8080", usage: "address of the public API (and of the peer routes unless -peer-listen)",
+	{name: "listen", def: defaults.Listen, usage: "address of the public API (and of the peer routes unless -peer-listen)",
 		set: func(c *Config, v string) error { c.Listen = v; return nil }},
 	{name: "peer-listen", def: `""`, usage: "separate address for the peer routes; empty: served on -listen",
 		set: func(c *Config, v string) error { c.PeerListen = v; return nil }},
@@ -42,14 +48,20 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Etcd = splitList(v); return nil }},
 	{name: "peers", def: `""`, list: true, usage: "comma-separated peer URLs of the other nodes, when -etcd is empty",
 		set: func(c *Config, v string) error { c.Peers = splitList(v); return nil }},
-	{name: "cluster", def: peers.DefaultCluster, usage: "cluster name: the ring's key prefix in etcd",
-		set: func(c *Config, v string) error { c.Cluster = v; return nil }},
+	{name: "cluster", def: defaults.Cluster, usage: "cluster name: the ring's key prefix in etcd",
+		set: func(c *Config, v string) error {
+			if v == "" {
+				return errors.New("must not be empty: an empty cluster would select the default")
+			}
+			c.Cluster = v
+			return nil
+		}},
 	{name: "node-id", def: "<hostname>", usage: "this node's ID in etcd",
 		set: func(c *Config, v string) error { c.NodeID = v; return nil }},
-	{name: "lease-ttl", def: peers.DefaultTTL.String(), usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
-		set: func(c *Config, v string) error { return parseDuration(&c.LeaseTTL, v) }},
-	{name: "hold-down", def: peers.DefaultHoldDown.String(), usage: "how long a member whose key vanished stays in the ring",
-		set: func(c *Config, v string) error { return parseDuration(&c.HoldDown, v) }},
+	{name: "lease-ttl", def: defaults.LeaseTTL.String(), usage: "etcd lease TTL: a crashed node leaves the ring after about this plus -hold-down",
+		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.LeaseTTL, v) }},
+	{name: "hold-down", def: defaults.HoldDown.String(), usage: "how long a member whose key vanished stays in the ring",
+		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.HoldDown, v) }},
 	// Peer security: the cluster secret, protected mode and mutual TLS
 	// (security.go).
 	{name: "secret", def: `""`, usage: "cluster secret (at least 16 bytes): peer requests are signed with HMAC-SHA256, unsigned and replayed ones refused; prefer -secret-file",
@@ -64,36 +76,36 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.PeerCert = v; return nil }},
 	{name: "peer-key", def: `""`, usage: "mutual TLS: this node's private key file",
 		set: func(c *Config, v string) error { c.PeerKey = v; return nil }},
-	{name: "log-level", def: "info", usage: "debug, info, warn or error",
+	{name: "log-level", def: defaults.LogLevel, usage: "debug, info, warn or error",
 		set: func(c *Config, v string) error { c.LogLevel = v; return nil }},
-	{name: "log-format", def: "text", usage: "text or json",
+	{name: "log-format", def: defaults.LogFormat, usage: "text or json",
 		set: func(c *Config, v string) error { c.LogFormat = v; return nil }},
-	{name: "max-key-bytes", def: strconv.Itoa(transport.DefaultMaxKeyBytes), usage: "longest key accepted, in bytes",
-		set: func(c *Config, v string) error { return parseInt(&c.MaxKeyBytes, v) }},
+	{name: "max-key-bytes", def: strconv.Itoa(defaults.MaxKeyBytes), usage: "longest key accepted, in bytes",
+		set: func(c *Config, v string) error { return parseNonZeroInt(&c.MaxKeyBytes, v) }},
 	// xxhash with 160 points balances a small cluster within a few percent;
 	// groupcache's defaults (crc32, 50) give three nodes shares as far apart
 	// as 51% and 17%. Every node of a cluster must use the same two values.
-	{name: "hash", def: "xxhash", usage: "ring hash: " + strings.Join(consistenthash.HashNames(), ", ") + " (crc32 with -replicas 50 to share a ring with groupcache)",
+	{name: "hash", def: defaults.Hash, usage: "ring hash: " + strings.Join(consistenthash.HashNames(), ", ") + " (crc32 with -replicas 50 to share a ring with groupcache)",
 		set: func(c *Config, v string) error { c.Hash = v; return nil }},
-	{name: "replicas", def: "160", usage: "ring points per node; the same on every node",
-		set: func(c *Config, v string) error { return parseInt(&c.Replicas, v) }},
-	{name: "weight", def: "1", usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
-		set: func(c *Config, v string) error { return parseInt(&c.Weight, v) }},
-	{name: "placement", def: "hashed", usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
+	{name: "replicas", def: strconv.Itoa(defaults.Replicas), usage: "ring points per node; the same on every node",
+		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Replicas, v) }},
+	{name: "weight", def: strconv.Itoa(defaults.Weight), usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
+		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Weight, v) }},
+	{name: "placement", def: defaults.Placement, usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
 		set: func(c *Config, v string) error { c.Placement = v; return nil }},
-	{name: "positions", def: strconv.Itoa(consistenthash.DefaultPositions), usage: "with -placement ranges: arcs a joining node takes",
-		set: func(c *Config, v string) error { return parseInt(&c.Positions, v) }},
-	{name: "shutdown-timeout", def: "10s", usage: "bound on a graceful stop (leave the ring, finish requests)",
+	{name: "positions", def: strconv.Itoa(defaults.Positions), usage: "with -placement ranges: arcs a joining node takes",
+		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Positions, v) }},
+	{name: "shutdown-timeout", def: defaults.ShutdownTimeout.String(), usage: "bound on a graceful stop (leave the ring, finish requests)",
 		set: func(c *Config, v string) error { return parseDuration(&c.ShutdownTimeout, v) }},
 	// A peer that sends nothing for this long is suspected and its keys are
 	// loaded locally until it answers a probe. An owner that is loading
 	// sends 102 Processing every third of it, so a slow origin is waited
 	// for (up to the group's load-timeout): only a hung or paused node is
 	// timed out.
-	{name: "peer-timeout", def: transport.DefaultPeerTimeout.String(), usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
-		set: func(c *Config, v string) error { return parseDuration(&c.PeerTimeout, v) }},
-	{name: "copy-lease", def: transport.DefaultLeaseTTL.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
-		set: func(c *Config, v string) error { return parseDuration(&c.CopyLease, v) }},
+	{name: "peer-timeout", def: defaults.PeerTimeout.String(), usage: "how long a peer may stay silent before it is suspected and its keys fall back to local loads (owners that are loading say so; groups' load-timeout bounds the wait)",
+		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.PeerTimeout, v) }},
+	{name: "copy-lease", def: defaults.CopyLease.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
+		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.CopyLease, v) }},
 	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",
 		set: func(c *Config, v string) error { return parseMemoryLimit(&c.MemoryLimit, v) }},
 
@@ -115,23 +127,23 @@ var settings = []setting{
 		set: func(c *Config, v string) error { c.Public.TLSCert = v; return nil }},
 	{name: "tls-key", def: `""`, usage: "PEM private key of -tls-cert",
 		set: func(c *Config, v string) error { c.Public.TLSKey = v; return nil }},
-	{name: "max-conns", def: strconv.Itoa(transport.DefaultMaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
+	{name: "max-conns", def: strconv.Itoa(defaults.Public.MaxConns), usage: "open connections per listener; beyond it a connection is refused at once (503)",
 		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
 	// Everything behind one address shares its allowance: the clients of a
 	// reverse proxy or a NAT, and a peer that reaches this listener.
 	{name: "max-conns-per-client", def: fmt.Sprintf("<max-conns>/%d, at least %d", transport.PerClientShare, transport.DefaultMaxIdleConnsPerHost),
 		usage: "open connections one client address (IPv4, or IPv6 /64) may have on each listener; beyond it refused as over -max-conns; off: no limit (behind a reverse proxy, every client is the proxy)",
 		set:   func(c *Config, v string) error { return parseLimit(&c.Public.MaxConnsPerClient, v) }},
-	{name: "idle-timeout", def: transport.ServerIdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
+	{name: "idle-timeout", def: defaults.Public.IdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
-	{name: "read-header-timeout", def: transport.ServerReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
+	{name: "read-header-timeout", def: defaults.Public.ReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
-	{name: "client-misses", def: strconv.Itoa(transport.DefaultClientLimits.MaxMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
+	{name: "client-misses", def: strconv.Itoa(defaults.Public.ClientMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
 		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},
-	{name: "client-miss-rate", def: strconv.FormatFloat(transport.DefaultClientLimits.MissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
+	{name: "client-miss-rate", def: strconv.FormatFloat(defaults.Public.ClientMissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
 		set: func(c *Config, v string) error { return parseRate(&c.Public.ClientMissRate, v) }},
-	{name: "client-miss-burst", def: strconv.Itoa(transport.DefaultClientLimits.MissBurst), usage: "burst allowed above -client-miss-rate",
-		set: func(c *Config, v string) error { return parseInt(&c.Public.ClientMissBurst, v) }},
+	{name: "client-miss-burst", def: strconv.Itoa(defaults.Public.ClientMissBurst), usage: "burst allowed above -client-miss-rate",
+		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Public.ClientMissBurst, v) }},
 }
 
 // A groupField is one key of a group description, the same in a -group
@@ -152,7 +164,7 @@ var groupFields = []groupField{
 		set: func(g *GroupSpec, v string) error { g.URL = v; return nil }},
 	{name: "dir", def: "required for dir", usage: "dir: the directory whose files are the values",
 		set: func(g *GroupSpec, v string) error { g.Dir = v; return nil }},
-	{name: "bytes", def: "64MiB", usage: "memory budget of the main and hot caches together",
+	{name: "bytes", def: fmtBytes(defaultGroupBytes), usage: "memory budget of the main and hot caches together",
 		set: func(g *GroupSpec, v string) error { return parseBytes(&g.Bytes, v) }},
 	{name: "hot-bytes", def: "bytes/8", usage: "part of bytes for hot copies of keys owned by peers; off: none",
 		set: func(g *GroupSpec, v string) error {
@@ -166,25 +178,28 @@ var groupFields = []groupField{
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},
 	{name: "not-found-ttl", def: "0s (not remembered)", usage: "how long an origin's not-found is remembered",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.NotFoundTTL, v) }},
-	{name: "error-ttl", def: "1s", usage: "how long a failed origin load is remembered (callers get the error, the origin sees one load per interval); off: never",
+	{name: "error-ttl", def: cache.DefaultErrorTTL.String(), usage: "how long a failed origin load is remembered (callers get the error, the origin sees one load per interval); off: never",
 		set: func(g *GroupSpec, v string) error {
 			if v == "off" {
-				g.ErrorTTL = -1
+				g.ErrorTTL = -1 // the cache reads any negative ErrorTTL as off
 				return nil
 			}
-			return parseDuration(&g.ErrorTTL, v)
+			if err := parseDuration(&g.ErrorTTL, v); err != nil || g.ErrorTTL < 0 {
+				return fmt.Errorf("%q: want a duration like 500ms or 5s, or off", v)
+			}
+			return nil
 		}},
 	{name: "stale-while-revalidate", def: "0s (off)", usage: "how long past its expiry a value is still served while one background load refreshes it (RFC 5861)",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleWhileRevalidate, v) }},
 	{name: "stale-if-error", def: "0s (off)", usage: "how long past its expiry a value is served instead of an error when the origin fails (RFC 5861)",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.StaleIfError, v) }},
-	{name: "load-timeout", def: "30s", usage: "bound on one origin load",
+	{name: "load-timeout", def: cache.DefaultLoadTimeout.String(), usage: "bound on one origin load",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
-	{name: "max-value-bytes", def: "1MiB", usage: "largest value accepted from the origin or a PUT",
+	{name: "max-value-bytes", def: fmtBytes(cache.DefaultMaxValueBytes), usage: "largest value accepted from the origin or a PUT",
 		set: func(g *GroupSpec, v string) error { return parseBytes(&g.MaxValueBytes, v) }},
-	{name: "timeout", def: "10s", usage: "http: bound on one upstream request",
+	{name: "timeout", def: origin.DefaultTimeout.String(), usage: "http: bound on one upstream request",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.Timeout, v) }},
-	{name: "demo-size", def: "64", usage: "demo: bytes per value",
+	{name: "demo-size", def: strconv.Itoa(origin.DefaultDemoSize), usage: "demo: bytes per value",
 		set: func(g *GroupSpec, v string) error { return parseInt(&g.DemoSize, v) }},
 	{name: "demo-latency", def: "0s", usage: "demo: sleep per load, as a slow origin would",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.DemoLatency, v) }},
@@ -253,6 +268,33 @@ func parseInt(n *int, v string) error {
 		return fmt.Errorf("%q: want an integer", v)
 	}
 	*n = x
+	return nil
+}
+
+// errZero refuses a zero for a setting whose library reads a zero field as
+// "unset: use my default". Here nothing is unset (every setting starts at
+// its default), so an operator who writes 0 means zero, and must not
+// silently get the default (-hold-down 0s would mean 2s). The libraries'
+// own rules for the other values apply when the configuration is validated.
+var errZero = errors.New("want a value other than zero: a zero would select the default")
+
+func parseNonZeroDuration(d *time.Duration, v string) error {
+	if err := parseDuration(d, v); err != nil {
+		return err
+	}
+	if *d == 0 {
+		return fmt.Errorf("%q: %w", v, errZero)
+	}
+	return nil
+}
+
+func parseNonZeroInt(n *int, v string) error {
+	if err := parseInt(n, v); err != nil {
+		return err
+	}
+	if *n == 0 {
+		return fmt.Errorf("%q: %w", v, errZero)
+	}
 	return nil
 }
 

@@ -20,8 +20,11 @@ import (
 	"github.com/ringcache/ringcache/transport"
 )
 
-// validatePublic checks the public API's access, TLS and limit settings.
-// Token files are read when the node starts, not here.
+// validatePublic checks the daemon's own rules for the public API's access,
+// TLS and limits: which settings go together, and the server timeouts it
+// insists on (a zero in http.Server would mean none). The transport's rules
+// for tokens and limits are checked by validateComponents; token files are
+// read when the node starts, not here.
 func (c *Config) validatePublic() error {
 	p := &c.Public
 	bad := func(field, format string, args ...any) error {
@@ -49,30 +52,11 @@ func (c *Config) validatePublic() error {
 	if p.ReadToken != "" && p.ReadTokenFile != "" {
 		return bad("read-token", "give -read-token or -read-token-file, not both")
 	}
-	if p.OpenWrites && (p.WriteToken != "" || p.WriteTokenFile != "") {
-		return bad("open-writes", "writes are open or need a token: not both")
-	}
-	for _, t := range []struct{ field, token string }{{"write-token", p.WriteToken}, {"read-token", p.ReadToken}} {
-		if t.token == "" {
-			continue
-		}
-		if err := transport.CheckToken(t.token); err != nil {
-			return bad(t.field, "%v", err)
-		}
-	}
 	switch {
-	case p.MaxConns <= 0:
-		return bad("max-conns", "%d: must be > 0", p.MaxConns)
 	case p.IdleTimeout <= 0:
 		return bad("idle-timeout", "%v: must be > 0", p.IdleTimeout)
 	case p.ReadHeaderTimeout <= 0:
 		return bad("read-header-timeout", "%v: must be > 0", p.ReadHeaderTimeout)
-	case p.ClientMisses == 0:
-		return bad("client-misses", "0: want a count > 0, or off")
-	case p.ClientMissRate == 0:
-		return bad("client-miss-rate", "0: want a rate > 0, or off")
-	case p.ClientMissBurst <= 0 && p.ClientMissRate > 0:
-		return bad("client-miss-burst", "%d: must be > 0", p.ClientMissBurst)
 	}
 	return nil
 }
@@ -128,6 +112,12 @@ func warnReadable(log *slog.Logger, field, file string) {
 	}
 }
 
+// limitConfig returns the connection caps of every listener, one that
+// answers a refused connection with a 503 if plainHTTP.
+func (c *PublicConfig) limitConfig(plainHTTP bool) transport.LimitConfig {
+	return transport.LimitConfig{Max: c.MaxConns, MaxPerClient: c.MaxConnsPerClient, PlainHTTP: plainHTTP}
+}
+
 // clientLimits returns the per-client bounds, nil when both are off.
 func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
 	l := transport.ClientLimitConfig{MaxMisses: max(0, c.ClientMisses), MissRate: max(0, c.ClientMissRate)}
@@ -175,7 +165,7 @@ func (n *node) setupPublic() error {
 		return err
 	}
 	if n.auth, err = transport.NewAuth(ac); err != nil {
-		return fmt.Errorf("%w: %v", errConfig, err)
+		return libError(err)
 	}
 	warnReadable(n.log, "write-token-file", cfg.WriteTokenFile)
 	warnReadable(n.log, "read-token-file", cfg.ReadTokenFile)
@@ -193,7 +183,7 @@ func (n *node) setupPublic() error {
 	}
 	if l := cfg.clientLimits(); l != nil {
 		if n.clients, err = transport.NewClientLimiter(*l); err != nil {
-			return fmt.Errorf("%w: %v", errConfig, err)
+			return libError(err)
 		}
 	}
 	return nil
@@ -211,10 +201,9 @@ type served struct {
 // capListeners caps each listener at the connection limits.
 func (n *node) capListeners(ls []served) error {
 	for i := range ls {
-		ln, err := transport.NewLimitListener(ls[i].ln, transport.LimitConfig{
-			Max: n.cfg.Public.MaxConns, MaxPerClient: n.cfg.Public.MaxConnsPerClient, PlainHTTP: ls[i].plainHTTP})
+		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.limitConfig(ls[i].plainHTTP))
 		if err != nil {
-			return fmt.Errorf("%w: max-conns: %v", errConfig, err)
+			return libError(err)
 		}
 		n.limited = append(n.limited, capped{ls[i].name, ln})
 		ls[i].ln = ln

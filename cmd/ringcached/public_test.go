@@ -101,6 +101,8 @@ func TestLoadConfigPublic(t *testing.T) {
 		{"zero max conns", []string{"-max-conns", "0"}, nil, "max-conns"},
 		{"zero idle timeout", []string{"-idle-timeout", "0s"}, nil, "idle-timeout"},
 		{"zero burst", []string{"-client-miss-burst", "0"}, nil, "client-miss-burst"},
+		{"negative burst", []string{"-client-miss-burst", "-3"}, nil, "client-miss-burst: -3"},
+		{"short read token", []string{"-read-token", "short"}, nil, "read-token: 5 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

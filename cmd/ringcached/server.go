@@ -118,25 +118,16 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	if err := n.setupPublic(); err != nil {
 		return nil, err
 	}
-	hash, _ := consistenthash.HashByName(cfg.Hash) // Validate checked it
+	pool := cfg.poolConfig(n.self)
+	pool.Secrets, pool.TLS, pool.OnPeerRequest = n.sec.secrets, n.sec.tls, n.metrics.observePeer
 	n.tn, err = transport.NewNode(transport.NodeConfig{
-		Pool: transport.Config{
-			Self:          n.self,
-			Hash:          hash,
-			Replicas:      cfg.Replicas,
-			MaxKeyBytes:   cfg.MaxKeyBytes,
-			PeerTimeout:   cfg.PeerTimeout,
-			LeaseTTL:      cfg.CopyLease,
-			Secrets:       n.sec.secrets,
-			TLS:           n.sec.tls,
-			OnPeerRequest: n.metrics.observePeer,
-		},
+		Pool:         pool,
 		Public:       transport.HandlerConfig{Auth: n.auth, Clients: n.clients},
 		OnRingChange: n.ringChanged,
 		Logger:       log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("ringcached: peer-url: %w", err)
+		return nil, libError(err)
 	}
 	n.cache, n.pool = n.tn.Cache(), n.tn.Pool()
 	defer func() {
@@ -203,20 +194,8 @@ func (n *node) addGroup(g GroupSpec) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.cache.NewGroup(cache.GroupConfig{
-		Name:                 g.Name,
-		Getter:               n.metrics.timedGetter(g.Name, getter),
-		MaxBytes:             g.Bytes,
-		HotBytes:             g.HotBytes,
-		TTL:                  g.TTL,
-		NotFoundTTL:          g.NotFoundTTL,
-		ErrorTTL:             g.ErrorTTL,
-		StaleWhileRevalidate: g.StaleWhileRevalidate,
-		StaleIfError:         g.StaleIfError,
-		LoadTimeout:          g.LoadTimeout,
-		MaxValueBytes:        g.MaxValueBytes,
-	})
-	return err
+	_, err = n.cache.NewGroup(g.groupConfig(n.metrics.timedGetter(g.Name, getter)))
+	return groupError(err)
 }
 
 // serve starts an HTTP server on each listener: the public API, and the peer
@@ -310,23 +289,13 @@ func (n *node) join(ctx context.Context) error {
 		}
 		return nil
 	}
-	pc := peers.DefaultConfig()
-	pc.Endpoints = n.cfg.Etcd
-	pc.Cluster = n.cfg.Cluster
-	pc.NodeID = n.nodeID
-	pc.PeerURL = n.self
-	pc.TTL = n.cfg.LeaseTTL
-	pc.HoldDown = n.cfg.HoldDown
-	pc.Weight = n.cfg.Weight
+	pc := n.cfg.peersConfig(n.nodeID, n.self)
 	pc.Logger = n.baseLog
 	pc.Setter = n.tn
-	if n.cfg.Placement == placementRanges {
-		positions := n.cfg.Positions
-		pc.Placer = peers.PlacerFunc(func(ring map[string][]uint32, node string) ([]uint32, error) {
-			return consistenthash.JoinPositions(positions, ring, node)
-		})
-	}
 	reg, err := peers.New(ctx, pc)
+	if errors.Is(err, peers.ErrInvalidConfig) {
+		return libError(err) // the derived node ID or peer URL
+	}
 	if err != nil {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}

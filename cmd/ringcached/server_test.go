@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -117,6 +119,20 @@ func TestServeFailsEarly(t *testing.T) {
 	err = run(t.Context(), []string{"-listen", "127.0.0.1:0", "-group", "name=d,origin=dir,dir=/nonexistent"}, env(nil), io.Discard)
 	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `group "d"`) {
 		t.Errorf("missing dir: err = %v, want errConfig naming the group", err)
+	}
+	// What only the start can check is named like the rest: an origin's
+	// rule, and a token file's tokens with -open-writes.
+	err = run(t.Context(), []string{"-listen", "127.0.0.1:0", "-group", "name=h,origin=http,url=http://o/{key},timeout=-1s"}, env(nil), io.Discard)
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `group "h"`) || !strings.Contains(err.Error(), "timeout -1s") {
+		t.Errorf("negative origin timeout: err = %v, want errConfig naming the group and the field", err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokenFile, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), []string{"-listen", "127.0.0.1:0", "-group", demoGroup, "-open-writes", "-write-token-file", tokenFile}, env(nil), io.Discard)
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "open-writes: ") {
+		t.Errorf("open writes and a token file: err = %v, want errConfig naming open-writes", err)
 	}
 	err = run(t.Context(), []string{"-listen", "127.0.0.1:0", "-group", demoGroup, "-etcd", "127.0.0.1:1", "-lease-ttl", "1s"}, env(nil), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "etcd") {

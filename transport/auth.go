@@ -83,7 +83,7 @@ func (c AuthConfig) Validate() error {
 		tokens []string
 	}{{"WriteTokens", c.WriteTokens}, {"ReadTokens", c.ReadTokens}} {
 		for i, t := range set.tokens {
-			if err := CheckToken(t); err != nil {
+			if err := checkToken(t); err != nil {
 				if len(set.tokens) == 1 {
 					return fieldError(set.field, "%v", err)
 				}
@@ -108,9 +108,9 @@ func newAuthState(cfg AuthConfig) (*authState, error) {
 	return st, nil
 }
 
-// CheckToken refuses tokens that are too short to resist guessing, too long
+// checkToken refuses tokens that are too short to resist guessing, too long
 // for a header, or that hold bytes a header cannot carry unchanged.
-func CheckToken(t string) error {
+func checkToken(t string) error {
 	if len(t) < MinTokenBytes {
 		return fmt.Errorf("%d bytes: want at least %d", len(t), MinTokenBytes)
 	}

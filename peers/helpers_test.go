@@ -335,7 +335,7 @@ func waitState(t *testing.T, r *Registry, what string, timeout time.Duration, co
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
-		changed := r.stateChanged()
+		changed := r.Changed()
 		st := r.State()
 		if cond(st) {
 			return st

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,7 +29,7 @@ type update struct {
 // a hold-down, mass removals after a further confirmation delay, graceful leaves at once.
 // The node's own entry is never removed: while the registry runs, it is putting its key back,
 // and a node that dropped itself would route its own keys away while still serving them.
-// It is not safe for concurrent use: the applier goroutine owns it.
+// It is not safe for concurrent use, but for current: the applier goroutine owns it.
 type membership struct {
 	self              string
 	holdDown, confirm time.Duration
@@ -41,11 +42,11 @@ type membership struct {
 	// weighted and ranged say what the Setter receives besides the peer URLs: weights (a
 	// WeightedSetter) or positions (a RangesSetter, with a Placer).
 	weighted, ranged bool
-	last             *view // the latest snapshot
+	latest           atomic.Pointer[view] // the last snapshot, for current
 }
 
 // view is the applied member set in the forms the Setter and State use. A view is never
-// changed once made, so the Registry can keep the latest one for State.
+// changed once made, so any goroutine may read the latest one (current).
 type view struct {
 	members, pending []Member
 	peers            []string
@@ -54,24 +55,28 @@ type view struct {
 	changed          time.Time // when what the Setter receives last changed
 }
 
-// snapshot returns the applied set as a view made at now, and whether what the Setter
-// receives differs from the previous snapshot's: the peer URLs, or for a weighted Setter the
-// weights, or for a ranged one the positions.
-func (m *membership) snapshot(now time.Time) (*view, bool) {
+// snapshot makes the applied set, at now, the latest view v, and returns it with the view it
+// replaces (nil for the first) and whether what the Setter receives differs between the two:
+// the peer URLs, or for a weighted Setter the weights, or for a ranged one the positions.
+func (m *membership) snapshot(now time.Time) (prev, v *view, changed bool) {
 	ms := m.members()
-	v := &view{members: ms, pending: m.pending(), peers: peerURLs(ms), weights: peerWeights(ms), positions: peerPositions(ms)}
-	last := m.last
-	changed := last == nil || !slices.Equal(last.peers, v.peers) ||
-		m.weighted && !maps.Equal(last.weights, v.weights) ||
-		m.ranged && !samePositions(last.positions, v.positions)
+	v = &view{members: ms, pending: m.pending(), peers: peerURLs(ms), weights: peerWeights(ms), positions: peerPositions(ms)}
+	prev = m.latest.Load()
+	changed = prev == nil || !slices.Equal(prev.peers, v.peers) ||
+		m.weighted && !maps.Equal(prev.weights, v.weights) ||
+		m.ranged && !samePositions(prev.positions, v.positions)
 	if changed {
 		v.changed = now
 	} else {
-		v.changed = last.changed
+		v.changed = prev.changed
 	}
-	m.last = v
-	return v, changed
+	m.latest.Store(v)
+	return prev, v, changed
 }
+
+// current returns the latest view, nil before the first snapshot. Unlike the other methods it
+// is safe to call from any goroutine.
+func (m *membership) current() *view { return m.latest.Load() }
 
 func newMembership(self string, holdDown, confirm time.Duration) *membership {
 	return &membership{
@@ -216,7 +221,7 @@ func sortedMembers(ms map[string]Member) []Member {
 // the only caller of publish, so Setter calls never overlap. missing is called when etcd no longer holds m.self's key although this
 // node believes it is registered (the key was deleted by hand, or the lease expired while
 // etcd was out of reach): the registration loop then puts it again.
-func follow(ctx context.Context, m *membership, in <-chan update, publish func(v *view, changed bool), missing func()) {
+func follow(ctx context.Context, m *membership, in <-chan update, publish func(prev, v *view, changed bool), missing func()) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()

@@ -208,6 +208,33 @@ func TestMembershipChangedMember(t *testing.T) {
 	}
 }
 
+// TestSnapshotChain: each snapshot returns the view it replaces and becomes current, so that
+// the membership alone holds what State reports; an unchanged set keeps its change time.
+func TestSnapshotChain(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1800000000, 0)
+	m := newMembership("a", time.Second, time.Second)
+	if m.current() != nil {
+		t.Fatal("current before any snapshot")
+	}
+	m.observe(list("a", "b"))
+	m.settle(t0)
+	prev, v1, changed := m.snapshot(t0)
+	if prev != nil || !changed || m.current() != v1 || !slices.Equal(ids(v1.members), []string{"a", "b"}) {
+		t.Fatalf("first snapshot: prev %v, changed %v, members %q", prev, changed, ids(v1.members))
+	}
+	prev, v2, changed := m.snapshot(t0.Add(time.Second))
+	if prev != v1 || changed || m.current() != v2 || !v2.changed.Equal(t0) {
+		t.Fatalf("unchanged snapshot: prev %p (want %p), changed %v, at %v", prev, v1, changed, v2.changed)
+	}
+	m.observe(put("c"))
+	m.settle(t0.Add(2 * time.Second))
+	prev, v3, changed := m.snapshot(t0.Add(2 * time.Second))
+	if prev != v2 || !changed || m.current() != v3 || !slices.Equal(ids(v3.members), []string{"a", "b", "c"}) {
+		t.Fatalf("after a join: changed %v, members %q", changed, ids(v3.members))
+	}
+}
+
 // TestFollowTiming runs the applier loop with its real timers under synctest: removals land
 // exactly at the end of the hold-down or the confirmation delay, flaps never reach the Setter,
 // and a missing own key is reported.
@@ -219,7 +246,7 @@ func TestFollowTiming(t *testing.T) {
 			calls   []setCall
 			missing int
 		)
-		publish := func(v *view, changed bool) {
+		publish := func(_, v *view, changed bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			if changed {

@@ -57,10 +57,11 @@ type Registry struct {
 	registered  bool
 	watching    bool
 	lastContact time.Time
-	// view is the membership's latest view of the member set, never changed once stored:
-	// the membership (owned by the applier) is the one owner of member state.
-	view    *view
-	claimed []uint32 // with a Placer: this node's positions, once claimed
+	claimed     []uint32 // with a Placer: this node's positions, once claimed
+
+	// members is the one owner of member state: the applier goroutine (follow) changes it,
+	// and State reads its latest view.
+	members *membership
 }
 
 // State is a snapshot of what a Registry knows, for an operator's status page (it marshals to
@@ -101,6 +102,29 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	r, err := newRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ka, stopKA, err := r.register(ctx)
+	if err != nil {
+		r.abort()
+		return nil, fmt.Errorf("peers: register %s: %w", r.key, err)
+	}
+	rev, err := r.listMembers(ctx)
+	if err != nil {
+		stopKA()
+		r.abort()
+		return nil, fmt.Errorf("peers: list %s: %w", cfg.Prefix, err)
+	}
+	r.start(rev, ka, stopKA)
+	r.log.Info("peers: registered", "key", r.key, "peer", cfg.PeerURL, "ttl", cfg.TTL)
+	return r, nil
+}
+
+// newRegistry returns the Registry of cfg, connected to etcd (through cfg.Client, or a client
+// of its own dialled to cfg.Endpoints) but not registered yet.
+func newRegistry(cfg Config) (*Registry, error) {
 	self := Member{
 		ID:      cfg.NodeID,
 		PeerURL: cfg.PeerURL,
@@ -119,6 +143,10 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		}
 		owns = true
 	}
+	m := newMembership(cfg.NodeID, cfg.HoldDown, cfg.ConfirmDelay)
+	_, m.weighted = cfg.Setter.(WeightedSetter)
+	_, ranged := cfg.Setter.(RangesSetter)
+	m.ranged = ranged && cfg.Placer != nil
 	r := &Registry{
 		cfg:        cfg,
 		client:     client,
@@ -131,48 +159,48 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 		reput:      make(chan struct{}, 1),
 		changed:    make(chan struct{}),
 		tenure:     tenure{born: time.Now()},
+		members:    m,
 	}
 	r.ctx, r.cancel = context.WithCancel(client.Ctx())
+	return r, nil
+}
 
-	ka, stopKA, err := r.register(ctx)
-	if err != nil {
-		r.abort()
-		return nil, fmt.Errorf("peers: register %s: %w", r.key, err)
-	}
+// listMembers lists the members, hands the first member set to the Setter and makes the
+// registry ready. It returns the revision at which the list is complete, for the watch to
+// follow from.
+func (r *Registry) listMembers(ctx context.Context) (rev int64, err error) {
 	rev, first, err := r.list(ctx)
 	if err != nil {
-		stopKA()
-		r.abort()
-		return nil, fmt.Errorf("peers: list %s: %w", cfg.Prefix, err)
+		return 0, err
 	}
-	m := newMembership(cfg.NodeID, cfg.HoldDown, cfg.ConfirmDelay)
-	_, m.weighted = cfg.Setter.(WeightedSetter)
-	_, ranged := cfg.Setter.(RangesSetter)
-	m.ranged = ranged && cfg.Placer != nil
-	m.observe(first)
+	r.members.observe(first)
 	now := time.Now()
-	m.settle(now)
-	r.publish(m.snapshot(now))
+	r.members.settle(now)
+	r.publish(r.members.snapshot(now))
 	r.mu.Lock()
 	r.ready, r.watching = true, true
 	r.notifyLocked()
 	r.mu.Unlock()
+	return rev, nil
+}
 
+// start runs the registry's loops until Close: the keepalive of the lease that register
+// granted (ka, ended by stopKA), the watch from the revision after the first list, and the
+// applier between the two. Done closes once all three have returned.
+func (r *Registry) start(rev int64, ka <-chan *clientv3.LeaseKeepAliveResponse, stopKA context.CancelFunc) {
 	updates := make(chan update)
 	r.wg.Add(3)
 	go r.keepRegistered(ka, stopKA)
 	go r.watch(rev+1, updates)
 	go func() {
 		defer r.wg.Done()
-		follow(r.ctx, m, updates, r.publish, r.requestReput)
+		follow(r.ctx, r.members, updates, r.publish, r.requestReput)
 	}()
 	go func() {
 		<-r.ctx.Done()
 		r.wg.Wait()
 		close(r.done)
 	}()
-	r.log.Info("peers: registered", "key", r.key, "peer", cfg.PeerURL, "ttl", cfg.TTL)
-	return r, nil
 }
 
 // abort undoes a failed New: it revokes a lease granted on the way and closes an owned client.
@@ -199,7 +227,11 @@ func (r *Registry) Done() <-chan struct{} { return r.done }
 
 // Changed returns a channel that is closed at the next change of State, so that a status
 // page can follow the member set without polling: take the channel, read State, then wait.
-func (r *Registry) Changed() <-chan struct{} { return r.stateChanged() }
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
 
 // Ready reports whether the node registered and handed its first member set to the Setter,
 // and has not been closed. It stays true during an etcd outage, because the node keeps
@@ -212,12 +244,9 @@ func (r *Registry) Ready() bool {
 
 // State returns a snapshot of the registry's view of etcd and of the member set.
 func (r *Registry) State() State {
+	v := r.members.current()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	v := r.view
-	if v == nil {
-		v = &view{}
-	}
 	return State{
 		NodeID:      r.cfg.NodeID,
 		Registered:  r.registered,
@@ -304,21 +333,19 @@ func (r *Registry) stop() {
 	<-r.done
 }
 
-// publish stores v as the registry's view and, if what the Setter receives changed, hands it
-// over. Only New (before the loops start) and the applier call it, so Setter calls never
-// overlap; it calls the Setter without holding r.mu.
-func (r *Registry) publish(v *view, changed bool) {
+// publish tells State's waiters that the membership's view changed from prev to v and, if what
+// the Setter receives changed, hands it over. Only New (before the loops start) and the
+// applier call it, so Setter calls never overlap; it calls the Setter without holding r.mu.
+func (r *Registry) publish(prev, v *view, changed bool) {
 	r.mu.Lock()
-	old := r.view
-	r.view = v
 	r.notifyLocked()
 	r.mu.Unlock()
 	if !changed {
 		return
 	}
 	var oldPeers []string
-	if old != nil {
-		oldPeers = old.peers
+	if prev != nil {
+		oldPeers = prev.peers
 	}
 	r.log.Info("peers: membership changed", "peers", v.peers, "weights", v.weights,
 		"added", missingFrom(v.peers, oldPeers), "removed", missingFrom(oldPeers, v.peers))
@@ -360,18 +387,10 @@ func (r *Registry) touch(fromWatch bool) {
 	r.notifyLocked()
 }
 
-// notifyLocked wakes whoever waits on stateChanged. r.mu must be held.
+// notifyLocked wakes whoever waits on Changed. r.mu must be held.
 func (r *Registry) notifyLocked() {
 	close(r.changed)
 	r.changed = make(chan struct{})
-}
-
-// stateChanged returns a channel closed at the next change of State, so that a caller can
-// wait for a condition without polling: take the channel, read State, then wait.
-func (r *Registry) stateChanged() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.changed
 }
 
 // sleep waits d or until the registry stops; it reports whether the registry still runs.

@@ -334,9 +334,9 @@ func TestRapidChanges(t *testing.T) {
 func TestCloseStopsEverything(t *testing.T) {
 	te := startEtcd(t)
 	n := startNode(t, te.endpoints(), "a", nil)
-	// Every goroutine of a Registry is started by New (not yet started, its frame is New's
-	// gowrap closure rather than the method).
-	const mine = "created by github.com/ringcache/ringcache/peers.New"
+	// Every goroutine of a Registry is started by start (not yet started, its frame is
+	// start's gowrap closure rather than the method).
+	const mine = "created by github.com/ringcache/ringcache/peers.(*Registry).start"
 	if len(goroutinesCreatedBy(mine)) == 0 {
 		t.Fatal("found no Registry goroutine while running: the check below would prove nothing")
 	}

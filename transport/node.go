@@ -108,7 +108,8 @@ var _ http.Handler = (*Node)(nil)
 
 // NewNode validates cfg and returns a Node with no groups, whose ring holds
 // only cfg.Pool.Self until a membership (or Set) adds its peers. It returns
-// an error matching ErrConfig or ErrBadPeer for an invalid cfg.
+// an error matching ErrConfig for an invalid cfg (a *ConfigError for a
+// field of cfg.Pool).
 func NewNode(cfg NodeConfig) (*Node, error) {
 	log := cfg.Logger
 	if log == nil {

@@ -346,8 +346,8 @@ func TestNewNodeRefuses(t *testing.T) {
 				n.Shutdown(t.Context())
 				t.Fatal("NewNode accepted it")
 			}
-			if !errors.Is(err, ErrConfig) && !errors.Is(err, ErrBadPeer) {
-				t.Fatalf("error %v matches neither ErrConfig nor ErrBadPeer", err)
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error %v does not match ErrConfig", err)
 			}
 		})
 	}

@@ -41,12 +41,13 @@ type Config struct {
 	// cluster must use the same value.
 	Replicas int
 
-	// MaxWeight, if not zero, is the heaviest weight a member may be given
-	// through SetWeighted (peers.MaxWeight with an etcd membership, where
-	// any member may announce up to that). NewPool then refuses a Replicas
-	// for which a member that heavy would need more than
-	// consistenthash.MaxPoints points, so that such a member is never
-	// refused when it joins. If zero, Replicas is checked as for weight 1.
+	// MaxWeight, if not zero, is the heaviest weight the caller may give a
+	// member through SetWeighted (peers.MaxWeight with an etcd membership,
+	// where any member may announce up to that). NewPool then refuses a
+	// Replicas for which a member that heavy would need more than
+	// consistenthash.MaxPoints points, so that the configuration fails at
+	// start rather than when such a member joins (SetWeighted would refuse
+	// its weight). If zero, Replicas is checked as for weight 1.
 	MaxWeight int
 
 	// Hash places members and keys on the ring. If nil,

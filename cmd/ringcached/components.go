@@ -167,9 +167,9 @@ func (c *Config) validateComponents() error {
 	if err := c.poolConfig(self).Validate(); err != nil {
 		return libError(err)
 	}
-	// With static membership no registration is built, but its settings are
+	// Settings that only etcd membership or ranges placement use are
 	// checked all the same: a bad one is a mistake either way, and should
-	// not wait for the day etcd is turned on to be found.
+	// not wait for the day it is used to be found.
 	pc := c.peersConfig(cmp.Or(c.NodeID, standInNodeID), self)
 	if len(pc.Endpoints) == 0 {
 		pc.Endpoints = []string{standInEtcd}
@@ -177,10 +177,8 @@ func (c *Config) validateComponents() error {
 	if err := pc.Validate(); err != nil {
 		return libError(err)
 	}
-	if c.Placement == placementRanges {
-		if err := peers.CheckPositions(c.Positions); err != nil {
-			return fmt.Errorf("%w: positions: %v", errConfig, err)
-		}
+	if err := peers.CheckPositions(c.Positions); err != nil {
+		return fmt.Errorf("%w: positions: %v", errConfig, err)
 	}
 	// The static members, which the Pool is given at start.
 	for _, u := range c.Peers {

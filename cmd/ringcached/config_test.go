@@ -202,6 +202,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "weighted ranges", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-weight", "2"}, want: []string{"weight", "ranges"}},
 		{name: "zero positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "0"}, want: []string{"-positions", "other than zero"}},
 		{name: "too many positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "2000"}, want: []string{"positions", "2000", "1 to 1024"}},
+		{name: "unused positions", args: []string{"-group", demoGroup, "-positions", "-1"}, want: []string{"positions", "-1", "1 to 1024"}},
 		{name: "zero shutdown", args: []string{"-group", demoGroup, "-shutdown-timeout", "0s"}, want: []string{"shutdown-timeout"}},
 		{name: "zero peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "0s"}, want: []string{"-peer-timeout", "other than zero"}},
 		{name: "negative peer timeout", args: []string{"-group", demoGroup, "-peer-timeout", "-1s"}, want: []string{"peer-timeout", "-1s", "negative"}},

@@ -298,12 +298,22 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 	}
 	// The origin chose the content type; do not let a browser guess another.
 	hd["X-Content-Type-Options"] = noSniff
-	hd["Content-Length"] = vals[1:2:2]
+	if r.Method == http.MethodHead || len(v.Data) > autoLengthMax {
+		hd["Content-Length"] = vals[1:2:2]
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
 		w.Write(v.Data)
 	}
 }
+
+// autoLengthMax is the largest body for which net/http sends the
+// Content-Length itself: it buffers a response that small until the handler
+// returns (its chunking buffer is 2 KiB), and writes the length outside the
+// header map, without the map's per-field cost. A larger value, or any
+// answer to HEAD (no body is written), needs it set by hand, or the client
+// would get a chunked body or no length.
+const autoLengthMax = 2048
 
 // etag returns a strong entity tag of data, the same on every node: its
 // cache.Checksum (CRC-32C and CRC-32) and its length, in lowercase hex. Two

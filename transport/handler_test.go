@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -68,19 +69,21 @@ func TestValueMetadata(t *testing.T) {
 				return cache.Value{Data: []byte("<p>"), ContentType: "text/html", Expires: expires}, nil
 			case "volatile":
 				return cache.Value{Data: []byte("now"), NoStore: true}, nil
+			case "large": // above net/http's buffer: its length is set by hand
+				return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, nil
 			}
 			return defaultOrigin(ctx, node, key)
 		},
 	})
 	c := testClient(t)
-	for _, key := range []string{"typed", "plain", "volatile"} {
+	for _, key := range []string{"typed", "plain", "volatile", "large"} {
 		x := notOwner(t, nodes, key)
 		u := publicURL(x.url, testGroup, key)
 		r := mustDo(t, c, http.MethodGet, u, nil)
 		if r.status != http.StatusOK {
 			t.Fatalf("GET %q: %d %q", key, r.status, r.body)
 		}
-		tag := r.header.Get("ETag")
+		tag, body := r.header.Get("ETag"), r.body
 		if tag != etag([]byte(r.body)) {
 			t.Errorf("%q: ETag %q, want %q", key, tag, etag([]byte(r.body)))
 		}
@@ -110,6 +113,8 @@ func TestValueMetadata(t *testing.T) {
 		}
 		if r := mustDo(t, c, http.MethodHead, u, nil); r.status != http.StatusOK || r.body != "" || r.header.Get("ETag") != tag {
 			t.Errorf("%q: HEAD: %d %q ETag %q", key, r.status, r.body, r.header.Get("ETag"))
+		} else if got := r.header.Get("Content-Length"); got != fmt.Sprint(len(body)) {
+			t.Errorf("%q: HEAD: Content-Length %q, want the GET's", key, got)
 		}
 	}
 }

@@ -36,9 +36,9 @@ var (
 	// settles; a retry after a moment goes to the new owner.
 	ErrNotOwner = errors.New("cache: not the key's owner")
 
-	// ErrBadConfig is returned by NewGroup for an invalid GroupConfig, as a
+	// ErrConfig is returned by NewGroup for an invalid GroupConfig, as a
 	// *ConfigError that names the field.
-	ErrBadConfig = errors.New("cache: bad config")
+	ErrConfig = errors.New("cache: invalid config")
 
 	// ErrLoad wraps every failure of the origin (a Getter error or panic),
 	// so that a caller can tell "the origin failed" from "the key is absent".
@@ -48,7 +48,7 @@ var (
 
 // A ConfigError reports the field of a GroupConfig that Validate refused,
 // so that a program that fills the config from its own settings (a daemon's
-// group descriptions) can name the setting at fault. It matches ErrBadConfig.
+// group descriptions) can name the setting at fault. It matches ErrConfig.
 type ConfigError struct {
 	// Group is the group's name, empty if that is what is missing.
 	Group string
@@ -59,10 +59,10 @@ type ConfigError struct {
 	Reason string
 }
 
-// Error returns "cache: bad config: group "Group": Field: Reason".
+// Error returns "cache: invalid config: group "Group": Field: Reason".
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: group %q: %s: %s", ErrBadConfig, e.Group, e.Field, e.Reason)
+	return fmt.Sprintf("%v: group %q: %s: %s", ErrConfig, e.Group, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrBadConfig.
-func (e *ConfigError) Unwrap() error { return ErrBadConfig }
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }

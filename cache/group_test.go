@@ -58,8 +58,8 @@ func TestNewGroupValidates(t *testing.T) {
 				return
 			}
 			ce, isCE := errors.AsType[*ConfigError](err)
-			if !isCE || ce.Field != tt.field || !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tt.field) {
-				t.Fatalf("NewGroup err = %v, want a ConfigError for %s matching ErrBadConfig", err, tt.field)
+			if !isCE || ce.Field != tt.field || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("NewGroup err = %v, want a ConfigError for %s matching ErrConfig", err, tt.field)
 			}
 		})
 	}

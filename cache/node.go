@@ -84,7 +84,7 @@ func (n *Node) RingChanged() {
 }
 
 // NewGroup validates cfg and adds a group to the node. It returns an error
-// matching ErrBadConfig for an invalid cfg and ErrGroupExists for a name
+// matching ErrConfig for an invalid cfg and ErrGroupExists for a name
 // already in use.
 func (n *Node) NewGroup(cfg GroupConfig) (*Group, error) {
 	cfg, err := cfg.withDefaults()

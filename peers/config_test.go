@@ -72,8 +72,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 			c := valid()
 			tt.edit(&c)
 			ce, ok := errors.AsType[*ConfigError](c.Validate())
-			if !ok || ce.Field != tt.field || !errors.Is(ce, ErrInvalidConfig) {
-				t.Errorf("Validate = %v; want a ConfigError for %s matching ErrInvalidConfig", ce, tt.field)
+			if !ok || ce.Field != tt.field || !errors.Is(ce, ErrConfig) {
+				t.Errorf("Validate = %v; want a ConfigError for %s matching ErrConfig", ce, tt.field)
 			}
 			r, err := New(context.Background(), c)
 			if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != tt.field {

@@ -5,14 +5,14 @@ import (
 	"fmt"
 )
 
-// ErrInvalidConfig is matched by every error Config.Validate and New return for a Config that
+// ErrConfig is matched by every error Config.Validate and New return for a Config that
 // cannot work: a missing NodeID or PeerURL, a TTL below one second, a negative hold-down. Those
 // errors are *ConfigError values, which name the field.
-var ErrInvalidConfig = errors.New("peers: invalid config")
+var ErrConfig = errors.New("peers: invalid config")
 
 // A ConfigError reports the field of a Config that Config.Validate refused, so that a program
 // that fills the Config from its own settings (a daemon's flags) can name the setting at fault.
-// It matches ErrInvalidConfig.
+// It matches ErrConfig.
 type ConfigError struct {
 	// Field is the Config field as Go spells it: "TTL", "NodeID".
 	Field string
@@ -23,11 +23,11 @@ type ConfigError struct {
 
 // Error returns "peers: invalid config: Field: Reason".
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: %s: %s", ErrInvalidConfig, e.Field, e.Reason)
+	return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
 
 // fieldError returns a *ConfigError for field, its reason formatted as by fmt.Sprintf.
 func fieldError(field, format string, args ...any) error {

@@ -293,7 +293,7 @@ func (n *node) join(ctx context.Context) error {
 	pc.Logger = n.baseLog
 	pc.Setter = n.tn
 	reg, err := peers.New(ctx, pc)
-	if errors.Is(err, peers.ErrInvalidConfig) {
+	if errors.Is(err, peers.ErrConfig) {
 		return libError(err) // the derived node ID or peer URL
 	}
 	if err != nil {

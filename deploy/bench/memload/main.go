@@ -245,7 +245,10 @@ type daemon struct {
 // waits until it is ready.
 func startDaemon(c config, size int, mode string) (*daemon, error) {
 	maxValue := max(size, 1<<20)
+	// One client address does the whole fill, every read a miss: the
+	// per-client miss limits would refuse most of it.
 	cmd := exec.Command(c.bin, "serve", "-listen", "127.0.0.1:0", "-memory-limit", mode,
+		"-client-misses", "off", "-client-miss-rate", "off",
 		"-group", fmt.Sprintf("name=%s,origin=demo,bytes=%d,demo-size=%d,max-value-bytes=%d", group, c.budget, size, maxValue))
 	// The node must derive its own limit: nothing from this environment
 	// that would steer the runtime or the daemon.

@@ -109,12 +109,6 @@ const (
 	nilData   // Value.Data is nil (not merely empty)
 )
 
-// grace returns how long past its expiry e is kept, to be served stale:
-// the longer of its value's stale windows, or of the LRU's.
-func (l *lru) grace(e *entry) time.Duration {
-	return max(l.staleGrace, e.v.StaleWhileRevalidate, e.v.StaleIfError)
-}
-
 // expired reports whether e must no longer be served at now.
 func (e *entry) expired(now time.Time) bool {
 	return !e.v.Expires.IsZero() && !now.Before(e.v.Expires)
@@ -253,7 +247,9 @@ func (s *slot) extras() (swr, sie, age time.Duration) {
 		time.Duration(binary.LittleEndian.Uint64(b[16:]))
 }
 
-// graces returns the longer of the slot's own stale windows.
+// graces returns the longer of the slot's own stale windows: an entry is
+// kept that long past its expiry, or the LRU's staleGrace if longer, to be
+// served stale.
 func (s *slot) graces() time.Duration {
 	swr, sie, _ := s.extras()
 	return max(swr, sie)

@@ -26,7 +26,8 @@ const entryOverhead = 192
 // allocation with its key and content type. A million small entries cost
 // the collector one object each instead of three; a larger value keeps an
 // allocation of its own, which costs the collector as little (it holds no
-// pointers) and is not copied.
+// pointers) and is not copied, unless it sits in a buffer much larger than
+// itself.
 const packMax = 512
 
 // extraLen is the room an entry's allocation gives to the fields few
@@ -335,8 +336,8 @@ func (l *lru) encode(key string, e *entry) (s slot, ok bool) {
 	case len(v.Data) <= packMax:
 		n += len(v.Data)
 	case cap(v.Data)-len(v.Data) > len(v.Data)/8:
-		// Capacity the budget does not see (io.ReadAll's growth, say):
-		// keep only the bytes.
+		// Capacity the budget does not see (a value read into a larger
+		// buffer): keep only the bytes.
 		s.data = unsafe.SliceData(bytes.Clone(v.Data))
 	default:
 		s.data = unsafe.SliceData(v.Data)

@@ -16,7 +16,9 @@
 // peer (the one-hop rule), and origin loads never wait on a fetch, so nodes
 // whose rings disagree cannot deadlock. Both caches are LRUs bounded by bytes
 // (key, value and a fixed per-entry overhead), with per-entry expiry checked
-// on read.
+// on read. They index entries by a seeded 64-bit hash of the key: of two keys
+// with the same hash only one is cached at a time, as if the other had been
+// evicted.
 //
 // # Writes and what a node may serve
 //

@@ -62,8 +62,7 @@ func (g *Group) HotKeys(n int) []HotKey {
 // leases are asked after unlocking.
 func (l *lru) recent(now time.Time) []HotKey {
 	l.mu.Lock()
-	keys := l.c.Keys() // oldest first
-	vals := l.c.Values()
+	keys, vals := l.entries() // oldest first
 	l.mu.Unlock()
 	out := make([]HotKey, 0, len(keys))
 	for i := len(keys) - 1; i >= 0; i-- {

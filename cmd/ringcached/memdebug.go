@@ -13,6 +13,9 @@ type memStats struct {
 	Limit            int64  // the soft limit in force (noMemLimit: none)
 	HeapLive         uint64 // heap marked live by the last collection
 	HeapObjects      uint64 // heap occupied by objects, live or not yet swept
+	HeapUnused       uint64 // free slots in spans in use (fragmentation): held, counted by the limit, holding nothing
+	HeapGoal         uint64 // the heap size at which the collector aims to finish its current cycle
+	Objects          uint64 // heap objects, live or not yet swept
 	GoTotal          uint64 // what the runtime holds from the OS, less what it returned: what the limit bounds
 	GCCycles         uint64
 	LimiterLastCycle uint64  // the collection at which the GC CPU limiter last engaged; 0: never
@@ -35,6 +38,9 @@ var memSampleNames = []string{
 	"/cpu/classes/gc/total:cpu-seconds",
 	"/cpu/classes/total:cpu-seconds",
 	"/cpu/classes/scavenge/total:cpu-seconds",
+	"/memory/classes/heap/unused:bytes",
+	"/gc/heap/goal:bytes",
+	"/gc/heap/objects:objects",
 }
 
 // readMemStats samples the runtime's metrics and /proc/self/status.
@@ -66,6 +72,9 @@ func readMemStats() memStats {
 		GCCPU:            f(6),
 		TotalCPU:         f(7),
 		ScavengeCPU:      f(8),
+		HeapUnused:       u(9),
+		HeapGoal:         u(10),
+		Objects:          u(11),
 	}
 	if data, err := os.ReadFile("/proc/self/status"); err == nil {
 		s.RSS = procKiB(data, "VmRSS:")
@@ -97,6 +106,9 @@ type memoryInfo struct {
 	Groups      []groupMemoryInfo `json:"groups"`
 	HeapLive    uint64            `json:"heap_live"`
 	HeapObjects uint64            `json:"heap_objects"`
+	HeapUnused  uint64            `json:"heap_unused"` // free space in partly used spans
+	HeapGoal    uint64            `json:"gc_goal"`
+	Objects     uint64            `json:"objects"` // heap objects, live or not yet swept
 	GoTotal     uint64            `json:"go_total"`
 	RSS         int64             `json:"rss"`
 	RSSPeak     int64             `json:"rss_peak"`
@@ -126,6 +138,9 @@ func (n *node) serveMemory(w http.ResponseWriter, r *http.Request) {
 		Limit:       s.Limit,
 		HeapLive:    s.HeapLive,
 		HeapObjects: s.HeapObjects,
+		HeapUnused:  s.HeapUnused,
+		HeapGoal:    s.HeapGoal,
+		Objects:     s.Objects,
 		GoTotal:     s.GoTotal,
 		RSS:         s.RSS,
 		RSSPeak:     s.RSSPeak,

@@ -35,7 +35,7 @@ const (
 	// memBase is what a node needs beyond its caches: the runtime and its
 	// metadata, goroutine stacks, HTTP connections and request buffers,
 	// the etcd client, per-group sketches. In deploy/bench/memory.sh runs
-	// the live heap beyond the caches' accounted bytes was 9 to 30 MiB (the
+	// the live heap beyond the caches' accounted bytes was 3 to 22 MiB (the
 	// demo origin's per-key load counts included); the rest is headroom.
 	memBase = 48 << 20
 	// memHeadroomDiv: the limit is budgets/memHeadroomDiv above the budgets,
@@ -44,7 +44,10 @@ const (
 	// 13% more CPU per request than no limit, 1/5 about 5 to 13%, but with
 	// 1/5 a node on a loaded machine once peaked 24 MiB over its limit, past
 	// 1.2 x budgets + 64 MiB: the collector's CPU is capped, so a starved
-	// node overshoots.
+	// node overshoots. 100 B values cost about 1.5 x the CPU per request at
+	// this limit, and would need about 1.7 x budgets to come within 10%
+	// (README's "Memory and sizing"): no headroom under that bound gets them
+	// there, so it stays where the larger values need it.
 	memHeadroomDiv = 8
 	// memReserve is what the process holds beyond what the Go runtime counts
 	// against its limit (the binary's resident text and data), plus the

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +79,11 @@ func NewDemo(cfg DemoConfig) (*Demo, error) {
 func (d *Demo) Get(ctx context.Context, key string) (cache.Value, error) {
 	d.mu.Lock()
 	d.loads++
-	if _, ok := d.keys[key]; ok || len(d.keys) < d.maxKeys {
-		d.keys[key]++
+	if n, ok := d.keys[key]; ok {
+		d.keys[key] = n + 1
+	} else if len(d.keys) < d.maxKeys {
+		// A copy: key may be cut from a request line, which it would keep.
+		d.keys[strings.Clone(key)] = 1
 	}
 	d.mu.Unlock()
 

@@ -89,8 +89,8 @@ func run() error {
 	c.modes = strings.Split(modes, ",")
 
 	fmt.Printf("one node, one group of %d MiB, %d connections, %v of random reads after the fill; no GOMEMLIMIT\n\n", mib, c.conns, c.measure)
-	fmt.Println("| value | -memory-limit | keys | limit | accounted | heap live | peak RSS | peak / budget | bound (1.2x + 64 MiB) | fill req/s | read req/s | CPU µs/read | GC cycles | GC CPU | scavenger CPU |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| value | -memory-limit | keys | limit | accounted | heap live | GC goal | free in spans | peak RSS | peak / budget | bound (1.2x + 64 MiB) | fill req/s | read req/s | CPU µs/read | GC cycles | GC CPU | scavenger CPU |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 	failed := false
 	type key struct {
 		size int
@@ -116,8 +116,9 @@ func run() error {
 				if r.mem.Limit > 0 {
 					limit = mibs(r.mem.Limit)
 				}
-				fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %.2fx | %s | %.0f | %.0f | %.1f | %d | %.1f%% | %.1f%% |\n",
-					sizeName(size), mode, r.keys, limit, mibs(r.mem.Accounted), mibs(int64(r.mem.HeapLive)), mibs(r.peakRSS),
+				fmt.Printf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %.2fx | %s | %.0f | %.0f | %.1f | %d | %.1f%% | %.1f%% |\n",
+					sizeName(size), mode, r.keys, limit, mibs(r.mem.Accounted), mibs(int64(r.mem.HeapLive)),
+					mibs(int64(r.mem.HeapGoal)), mibs(int64(r.mem.HeapUnused)), mibs(r.peakRSS),
 					float64(r.peakRSS)/float64(c.budget), verdict, r.fillRate, r.readRate, 1e6*r.cpuPerReq, r.mem.GCCycles, 100*r.mem.GCCPU, 100*r.mem.Scavenge)
 				rates[key{size, mode}] = append(rates[key{size, mode}], r.readRate)
 				costs[key{size, mode}] = append(costs[key{size, mode}], r.cpuPerReq)
@@ -155,13 +156,17 @@ type result struct {
 
 // memoryInfo is the part of the daemon's /debug/memory read here.
 type memoryInfo struct {
-	Limit     int64   `json:"memory_limit"`
-	Accounted int64   `json:"accounted"`
-	HeapLive  uint64  `json:"heap_live"`
-	RSSPeak   int64   `json:"rss_peak"` // as the node itself sees it
-	GCCycles  uint64  `json:"gc_cycles"`
-	GCCPU     float64 `json:"gc_cpu_fraction"`
-	Scavenge  float64 `json:"scavenge_cpu_fraction"`
+	Limit     int64  `json:"memory_limit"`
+	Accounted int64  `json:"accounted"`
+	HeapLive  uint64 `json:"heap_live"`
+	HeapGoal  uint64 `json:"gc_goal"`
+	// HeapUnused is the free space in partly used spans: held, counted
+	// against the limit, holding nothing.
+	HeapUnused uint64  `json:"heap_unused"`
+	RSSPeak    int64   `json:"rss_peak"` // as the node itself sees it
+	GCCycles   uint64  `json:"gc_cycles"`
+	GCCPU      float64 `json:"gc_cpu_fraction"`
+	Scavenge   float64 `json:"scavenge_cpu_fraction"`
 }
 
 // entryBytes approximates what one entry costs the budget, to choose how
@@ -245,7 +250,10 @@ type daemon struct {
 // waits until it is ready.
 func startDaemon(c config, size int, mode string) (*daemon, error) {
 	maxValue := max(size, 1<<20)
+	// One client address does the whole fill, every read a miss: the
+	// per-client miss limits would refuse most of it.
 	cmd := exec.Command(c.bin, "serve", "-listen", "127.0.0.1:0", "-memory-limit", mode,
+		"-client-misses", "off", "-client-miss-rate", "off",
 		"-group", fmt.Sprintf("name=%s,origin=demo,bytes=%d,demo-size=%d,max-value-bytes=%d", group, c.budget, size, maxValue))
 	// The node must derive its own limit: nothing from this environment
 	// that would steer the runtime or the daemon.

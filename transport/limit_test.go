@@ -280,6 +280,9 @@ func TestLimitListenerPerClient(t *testing.T) {
 			if status, err := getFrom("127.0.0.2", s.url+"/"); err != nil || status != http.StatusOK {
 				t.Errorf("another address while the first is at its cap: %d, %v; want 200", status, err)
 			}
+			// The server closes that connection after answering, maybe after
+			// the client has gone: until then it holds one of 127.0.0.2's slots.
+			s.awaitOpen(t, 2)
 
 			b := []net.Conn{dialFrom(t, "127.0.0.2", addr), dialFrom(t, "127.0.0.2", addr)}
 			s.awaitOpen(t, 4)

@@ -2,12 +2,8 @@ package transport
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -20,9 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/devcert"
 )
 
 func TestNewServer(t *testing.T) {
@@ -109,73 +105,27 @@ func TestSeparateListeners(t *testing.T) {
 	}
 }
 
-// testCA is a certificate authority made in the test, which signs server
-// certificates for 127.0.0.1.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
+// issueTo writes a certificate for 127.0.0.1 from ca, and its key, to
+// certFile and keyFile, and returns its serial number: what tells a test
+// which certificate a server presents.
+func issueTo(t *testing.T, ca *devcert.CA, certFile, keyFile string) *big.Int {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := ca.Issue("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "ringcache test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a server certificate for 127.0.0.1 with the given serial
-// number, signed by the CA, to certFile and keyFile.
-func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return cert.SerialNumber
 }
 
 // TestServeTLS serves the public API over TLS with a certificate made in
@@ -187,8 +137,8 @@ func TestServeTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca := newTestCA(t)
-	ca.issue(t, 100, certFile, keyFile)
+	ca := newCA(t, "ringcache test CA")
+	first := issueTo(t, ca, certFile, keyFile)
 	cert, err := LoadCertificate(certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -212,28 +162,29 @@ func TestServeTLS(t *testing.T) {
 
 	// fetch reads key over a new connection and returns the serial number
 	// of the certificate the server showed.
-	fetch := func(roots *x509.CertPool) (int64, error) {
+	fetch := func(roots *x509.CertPool) (*big.Int, error) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true, ForceAttemptHTTP2: true}
 		defer tr.CloseIdleConnections()
 		resp, err := (&http.Client{Transport: tr}).Get(publicURL(base, testGroup, "k"))
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != http.StatusOK || string(body) != string(valueOf("k")) {
-			return 0, fmt.Errorf("%d %q", resp.StatusCode, body)
+			return nil, fmt.Errorf("%d %q", resp.StatusCode, body)
 		}
 		if resp.TLS == nil || resp.TLS.Version < tls.VersionTLS12 {
-			return 0, fmt.Errorf("connection state %+v: want TLS 1.2 or later", resp.TLS)
+			return nil, fmt.Errorf("connection state %+v: want TLS 1.2 or later", resp.TLS)
 		}
-		return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
+		return resp.TLS.PeerCertificates[0].SerialNumber, nil
 	}
-	if serial, err := fetch(ca.pool); err != nil || serial != 100 {
-		t.Fatalf("GET over TLS: serial %d, %v; want 100", serial, err)
+	roots := mustRoots(t, ca)
+	if serial, err := fetch(roots); err != nil || serial.Cmp(first) != 0 {
+		t.Fatalf("GET over TLS: serial %v, %v; want %v", serial, err, first)
 	}
 	var unknown *tls.CertificateVerificationError
-	if _, err := fetch(newTestCA(t).pool); !errors.As(err, &unknown) {
+	if _, err := fetch(mustRoots(t, newCA(t, "another CA"))); !errors.As(err, &unknown) {
 		t.Fatalf("GET trusting another CA: %v, want a certificate verification error", err)
 	}
 	plain, err := http.Get("http://" + ln.Addr().String() + PublicPrefix + testGroup + "/k")
@@ -244,12 +195,12 @@ func TestServeTLS(t *testing.T) {
 		}
 	}
 
-	ca.issue(t, 200, certFile, keyFile)
+	second := issueTo(t, ca, certFile, keyFile)
 	if err := cert.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if serial, err := fetch(ca.pool); err != nil || serial != 200 {
-		t.Fatalf("after Reload: serial %d, %v; want 200", serial, err)
+	if serial, err := fetch(roots); err != nil || serial.Cmp(second) != 0 {
+		t.Fatalf("after Reload: serial %v, %v; want %v", serial, err, second)
 	}
 	if err := os.WriteFile(keyFile, []byte("not a key"), 0o600); err != nil {
 		t.Fatal(err)
@@ -257,8 +208,8 @@ func TestServeTLS(t *testing.T) {
 	if err := cert.Reload(); !errors.Is(err, ErrConfig) {
 		t.Fatalf("Reload of a broken key = %v, want ErrConfig", err)
 	}
-	if serial, err := fetch(ca.pool); err != nil || serial != 200 {
-		t.Fatalf("after a failed Reload: serial %d, %v; want the old 200", serial, err)
+	if serial, err := fetch(roots); err != nil || serial.Cmp(second) != 0 {
+		t.Fatalf("after a failed Reload: serial %v, %v; want the old %v", serial, err, second)
 	}
 	if _, err := LoadCertificate(certFile, keyFile); !errors.Is(err, ErrConfig) {
 		t.Fatalf("LoadCertificate of a broken pair = %v, want ErrConfig", err)

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -22,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringcache/ringcache/internal/devcert"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
 )
@@ -384,18 +381,23 @@ func TestPublicTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca := newTestCA(t)
-	ca.issue(t, 7, certFile, keyFile)
+	ca, err := devcert.NewCA("ringcache test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := issueTo(t, ca, certFile, keyFile)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca.CertPEM)
 	cfg := DefaultConfig()
 	cfg.Public.TLSCert, cfg.Public.TLSKey = certFile, keyFile
 	cfg.PeerListen = "127.0.0.1:0"
 	cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo}}
 	n, _ := startTestNode(t, cfg)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}, DisableKeepAlives: true}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
 	u := "https://" + n.addrs[0].String() + "/cache/demo/k"
-	serial := func() int64 {
+	serial := func() *big.Int {
 		t.Helper()
 		resp, err := client.Get(u)
 		if err != nil {
@@ -406,17 +408,17 @@ func TestPublicTLS(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(body) != string(origin.DemoValue("demo", "k", 64)) {
 			t.Fatalf("GET over TLS = %d %q", resp.StatusCode, body)
 		}
-		return resp.TLS.PeerCertificates[0].SerialNumber.Int64()
+		return resp.TLS.PeerCertificates[0].SerialNumber
 	}
-	if s := serial(); s != 7 {
-		t.Fatalf("serial %d, want 7", s)
+	if s := serial(); s.Cmp(first) != 0 {
+		t.Fatalf("serial %v, want %v", s, first)
 	}
-	ca.issue(t, 8, certFile, keyFile)
+	second := issueTo(t, ca, certFile, keyFile)
 	if err := n.reload(); err != nil {
 		t.Fatal(err)
 	}
-	if s := serial(); s != 8 {
-		t.Fatalf("after reload: serial %d, want 8", s)
+	if s := serial(); s.Cmp(second) != 0 {
+		t.Fatalf("after reload: serial %v, want %v", s, second)
 	}
 	// The image's health check finds the TLS listener by the same settings.
 	hc := env(map[string]string{"RINGCACHE_LISTEN": n.addrs[0].String(), "RINGCACHE_TLS_CERT": certFile})
@@ -429,64 +431,27 @@ func TestPublicTLS(t *testing.T) {
 	}
 }
 
-// testCA is a certificate authority made in the test.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-func newTestCA(t *testing.T) *testCA {
+// issueTo writes a certificate for 127.0.0.1 from ca, and its key, to
+// certFile and keyFile, and returns its serial number: what tells a test
+// which certificate a server presents.
+func issueTo(t *testing.T, ca *devcert.CA, certFile, keyFile string) *big.Int {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	certPEM, keyPEM, err := ca.Issue("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ringcache test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-// issue writes a certificate for 127.0.0.1 with the given serial number.
-func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return cert.SerialNumber
 }
 
 // TestDevPrintsToken: dev mode generates a write token and prints curl

@@ -36,6 +36,26 @@ func warm(t *testing.T, c *http.Client, nodes []*testNode, keys []string) {
 	}
 }
 
+// testKeys returns n distinct keys.
+func testKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	return keys
+}
+
+// countOwned returns how many of keys n owns by its ring.
+func countOwned(n *testNode, keys []string) int {
+	owned := 0
+	for _, k := range keys {
+		if n.pool.Owner(k) == n.url {
+			owned++
+		}
+	}
+	return owned
+}
+
 // handoffStats sums the hand-off counters over nodes.
 func handoffStats(nodes []*testNode) (taken, given int64) {
 	for _, n := range nodes {
@@ -55,22 +75,14 @@ func TestJoinTakesKeysWarm(t *testing.T) {
 	three, joiner := nodes[:3], nodes[3]
 	setRing(t, three, three)
 	setRing(t, []*testNode{joiner}, []*testNode{joiner})
-	var keys []string
-	for i := range 600 {
-		keys = append(keys, fmt.Sprintf("key-%d", i))
-	}
+	keys := testKeys(600)
 	warm(t, c, three, keys)
 	before := loads.count()
 	if before != len(keys) {
 		t.Fatalf("warming loaded %d times for %d keys", before, len(keys))
 	}
 	setRing(t, nodes, nodes)
-	moved := 0
-	for _, k := range keys {
-		if joiner.pool.Owner(k) == joiner.url {
-			moved++
-		}
-	}
+	moved := countOwned(joiner, keys)
 	// Through the joiner: the other nodes may serve a moved key from a hot
 	// copy they kept, and never ask the joiner for it.
 	warm(t, c, []*testNode{joiner}, keys)
@@ -94,10 +106,7 @@ func TestGracefulLeaveDrains(t *testing.T) {
 			t.Parallel()
 			nodes, loads := newCluster(t, 4, clusterOpts{})
 			c := testClient(t)
-			var keys []string
-			for i := range 600 {
-				keys = append(keys, fmt.Sprintf("key-%d", i))
-			}
+			keys := testKeys(600)
 			warm(t, c, nodes, keys)
 			before := loads.count()
 			leaver, rest := nodes[3], nodes[:3]
@@ -202,19 +211,11 @@ func TestJoinIsWarmBeforeItIsAsked(t *testing.T) {
 	three, joiner := nodes[:3], nodes[3]
 	setRing(t, three, three)
 	setRing(t, []*testNode{joiner}, []*testNode{joiner})
-	var keys []string
-	for i := range 600 {
-		keys = append(keys, fmt.Sprintf("key-%d", i))
-	}
+	keys := testKeys(600)
 	warm(t, c, three, keys)
 	before := loads.count()
 	setRing(t, nodes, nodes)
-	moved := 0
-	for _, k := range keys {
-		if joiner.pool.Owner(k) == joiner.url {
-			moved++
-		}
-	}
+	moved := countOwned(joiner, keys)
 	deadline := time.Now().Add(10 * time.Second)
 	for joiner.group.Stats().MainItems < int64(moved) {
 		if time.Now().After(deadline) {
@@ -257,10 +258,7 @@ func TestGracefulLeaveDrainsRanges(t *testing.T) {
 				}
 			}
 			setRanges(nodes, positions)
-			var keys []string
-			for i := range 600 {
-				keys = append(keys, fmt.Sprintf("key-%d", i))
-			}
+			keys := testKeys(600)
 			warm(t, c, nodes, keys)
 			before := loads.count()
 			leaver, rest := nodes[3], nodes[:3]

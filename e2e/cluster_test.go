@@ -133,19 +133,8 @@ func TestClusterRanges(t *testing.T) {
 // runCluster brings up a cluster with the given placement, starts the load
 // generator and runs the scenarios in order, then prints the summary.
 func runCluster(t *testing.T, placement string, scenarios []scenario) {
-	if !dockerAnswers(t) {
-		t.Skip("no Docker daemon answers")
-	}
-	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	deployDir := prepareDeploy(t)
 	ctx := t.Context()
-	if reaped, err := Reap(ctx, deployDir, 30*time.Minute); err != nil {
-		t.Logf("reaping leftovers: %v", err)
-	} else if len(reaped) > 0 {
-		t.Logf("removed leftovers of earlier runs: %v", reaped)
-	}
 
 	start := time.Now()
 	c, err := NewCompose(ctx, ComposeConfig{
@@ -305,6 +294,26 @@ func (s *suite) checkHistory(t *testing.T) Report {
 // until movedMargin after now.
 func (s *suite) moved(from time.Time) {
 	s.checker.Moved(Interval{From: from, To: time.Now().Add(movedMargin)})
+}
+
+// prepareDeploy skips t when no Docker daemon answers, removes what earlier
+// runs left behind, and returns the deploy directory the clusters are
+// brought up from.
+func prepareDeploy(t *testing.T) string {
+	t.Helper()
+	if !dockerAnswers(t) {
+		t.Skip("no Docker daemon answers")
+	}
+	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reaped, err := Reap(t.Context(), deployDir, 30*time.Minute); err != nil {
+		t.Logf("reaping leftovers: %v", err)
+	} else if len(reaped) > 0 {
+		t.Logf("removed leftovers of earlier runs: %v", reaped)
+	}
+	return deployDir
 }
 
 // dockerAnswers reports whether a Docker daemon answers within a minute.

@@ -54,17 +54,8 @@ const (
 // /metrics on the public port, idle and slow connections held open, and
 // one client making a node load distinct keys without bound.
 func TestSecurity(t *testing.T) {
-	if !dockerAnswers(t) {
-		t.Skip("no Docker daemon answers")
-	}
-	deployDir, err := filepath.Abs(filepath.Join("..", "deploy"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	deployDir := prepareDeploy(t)
 	ctx := t.Context()
-	if _, err := Reap(ctx, deployDir, 30*time.Minute); err != nil {
-		t.Logf("reaping leftovers: %v", err)
-	}
 	token := randomHex(32)
 	adminPorts, err := freePorts(3)
 	if err != nil {

@@ -71,12 +71,14 @@ func TestValueMetadata(t *testing.T) {
 				return cache.Value{Data: []byte("now"), NoStore: true}, nil
 			case "large": // above net/http's buffer: its length is set by hand
 				return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, nil
+			case "edge": // the largest whose length net/http sets
+				return cache.Value{Data: bytes.Repeat([]byte("e"), autoLengthMax)}, nil
 			}
 			return defaultOrigin(ctx, node, key)
 		},
 	})
 	c := testClient(t)
-	for _, key := range []string{"typed", "plain", "volatile", "large"} {
+	for _, key := range []string{"typed", "plain", "volatile", "large", "edge"} {
 		x := notOwner(t, nodes, key)
 		u := publicURL(x.url, testGroup, key)
 		r := mustDo(t, c, http.MethodGet, u, nil)

@@ -372,10 +372,15 @@ func eval[T any](t *testing.T, b *browser, expr string) T {
 	return v
 }
 
-func (b *browser) consoleErrors() []string {
+// checkConsole fails t if the page logged errors to its console.
+func (b *browser) checkConsole(t *testing.T) {
+	t.Helper()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return slices.Clone(b.errors)
+	errs := slices.Clone(b.errors)
+	b.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
 }
 
 // awaitUpdates waits until the page's script has redrawn it n times.
@@ -466,9 +471,7 @@ func TestUIBrowser(t *testing.T) {
 		t.Errorf("location.search = %q: the key is not in the address to share", loc)
 	}
 	b.screenshot(t, "ui-3-nodes.png")
-	if errs := b.consoleErrors(); len(errs) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
-	}
+	b.checkConsole(t)
 }
 
 // TestUIBrowserNoScript loads the page with JavaScript off: the server's
@@ -504,9 +507,7 @@ func TestUIBrowserNoScript(t *testing.T) {
 		t.Errorf("gets = %s, /metrics %v", gets, want)
 	}
 	b.screenshot(t, "ui-no-script.png")
-	if errs := b.consoleErrors(); len(errs) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
-	}
+	b.checkConsole(t)
 }
 
 // TestUIScale photographs one node's page while the cluster grows from
@@ -568,7 +569,5 @@ func TestUIScale(t *testing.T) {
 		t.Errorf("after a leave: %d arc groups, timeline %q", n, tl)
 	}
 	b.screenshot(t, "scale-3-one-left.png")
-	if errs := b.consoleErrors(); len(errs) > 0 {
-		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
-	}
+	b.checkConsole(t)
 }

@@ -52,6 +52,14 @@ func (r Ring) EtcdConnected() bool {
 	return ok && c
 }
 
+// EtcdTerm is the create revision of the node's key in etcd, which changes
+// only when the key was deleted and put again; 0 when the node does not
+// report it.
+func (r Ring) EtcdTerm() uint64 {
+	t, _ := r.Etcd["term"].(float64)
+	return uint64(t)
+}
+
 // EtcdRegistered reports whether the node says its registration in etcd
 // stands; a node that does not report it counts as registered.
 func (r Ring) EtcdRegistered() bool {

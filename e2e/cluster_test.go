@@ -225,16 +225,23 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 			if _, err := s.waitRings(t.Context(), time.Now(), nodes, s.selves(nodes), settle); err != nil {
 				t.Fatalf("cluster not healthy before %s: %v", sc.name, err)
 			}
+			line := "it ended before its figures were in (a t.Fatal: see its log)"
+			defer func() {
+				if t.Failed() {
+					recapf("%s failed: %s", t.Name(), line)
+				}
+			}()
 			r := sc.run(s, t)
 			if r.name == "" {
 				r.name = sc.name
 			}
 			r.history = s.checkHistory(t)
 			s.add(r)
-			t.Logf("%s: %d requests, %d errors %v, %d wrong, %d retried, %d dropped, %.0f req/s, p99 %s, max %s (%s without retry); %d extra origin loads; converged in %s; %s",
+			line = fmt.Sprintf("%s: %d requests, %d errors %v, %d wrong, %d retried, %d dropped, %.0f req/s, p99 %s, max %s (%s without retry); %d extra origin loads; converged in %s; %d violations; %s",
 				r.name, r.stats.Requests, r.stats.Errors, r.stats.ErrorsByNode, r.stats.Wrong, r.stats.Retries,
 				r.stats.Dropped, r.stats.Rate, r.stats.P99.Round(time.Millisecond), r.stats.MaxLatency.Round(time.Millisecond), r.stats.MaxFirstTry.Round(time.Millisecond), r.extra,
-				r.converge.Round(time.Millisecond), r.note)
+				r.converge.Round(time.Millisecond), r.history.Violations, r.note)
+			t.Log(line)
 			for _, line := range r.stats.Samples {
 				t.Logf("  sample: %s", line)
 			}
@@ -865,6 +872,19 @@ func (s *suite) etcdOutage(t *testing.T) result {
 	// A node that failed to register again would vanish from the others'
 	// rings once its old lease ran out: watch for longer than that.
 	changes += s.watchRings(t, before, after(leaseTTL+holdDown+2*time.Second))
+	// A new term means a node's key was deleted while etcd was away (its
+	// lease ran out before the node put it again), so that node dropped
+	// what it had cached.
+	for _, n := range three {
+		r, err := s.api.Ring(ctx, s.c.URL(n), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if was, now := before[n].EtcdTerm(), r.EtcdTerm(); was != now {
+			t.Errorf("%s's term went from %d to %d: its key in etcd was deleted and put again; want it kept", n, was, now)
+			recapf("%s: %s's term went from %d to %d, back %s after etcd started", t.Name(), n, was, now, back)
+		}
+	}
 	if changes > 0 {
 		t.Errorf("rings changed %d times during and after the etcd outage; want none", changes)
 	}
@@ -877,6 +897,7 @@ func (s *suite) etcdOutage(t *testing.T) result {
 			who = append(who, k+" "+loads.Who(k))
 		}
 		t.Errorf("%d origin loads during the etcd outage, e.g. %v; want none", extra, first(who, 5))
+		recapf("%s: %d origin loads during the etcd outage, e.g. %v", t.Name(), extra, first(who, 5))
 	}
 	return result{stats: st, extra: loads.Total(), converge: back,
 		note: fmt.Sprintf("etcd took %s to stop, was down %s; rings unchanged (%d changes); converged = all nodes connected to etcd and registered again, then still on every ring %s later",
@@ -909,6 +930,7 @@ func (s *suite) watchRings(t *testing.T, before map[string]Ring, done <-chan err
 			if !r.SameMembers(b.Members) || r.Version != b.Version {
 				if changes < 5 {
 					t.Logf("%s's ring changed: %v (%s), was %v (%s)", n, r.Members, r.Version, b.Members, b.Version)
+					recapf("%s: at %s %s's ring changed: %v (%s), was %v (%s)", t.Name(), time.Now().Format("15:04:05.000"), n, r.Members, r.Version, b.Members, b.Version)
 				}
 				changes++
 			}

@@ -76,6 +76,10 @@ type State struct {
 	// Connected reports whether the node is registered and its watch on the members is
 	// established. While false, Members is the last good member set, not an empty one.
 	Connected bool `json:"connected"`
+	// Term is the create revision of this node's key in etcd (0 before it is first put). It
+	// changes only when the key was deleted and put again, when the others may have dropped
+	// this node meanwhile; the cache then stops serving what it stored under the old term.
+	Term uint64 `json:"term"`
 	// LastContact is when etcd last answered a keepalive or sent a watch response.
 	LastContact time.Time `json:"last_contact"`
 	// LastChange is when the Setter last received a new member set.
@@ -251,6 +255,7 @@ func (r *Registry) State() State {
 		NodeID:      r.cfg.NodeID,
 		Registered:  r.registered,
 		Connected:   r.registered && r.watching,
+		Term:        r.tenure.term.Load(),
 		LastContact: r.lastContact,
 		LastChange:  v.changed,
 		Members:     slices.Clone(v.members),

@@ -23,6 +23,9 @@ func TestTenure(t *testing.T) {
 	if !ok || term == 0 {
 		t.Fatalf("Tenure() = %d, %v; want a term, true", term, ok)
 	}
+	if st := c.r.State(); st.Term != term {
+		t.Fatalf("State().Term = %d; want the term %d", st.Term, term)
+	}
 
 	px.cut()
 	waitState(t, c.r, "lease lost", 10*time.Second, func(s State) bool { return !s.Registered })
@@ -49,6 +52,9 @@ func TestTenure(t *testing.T) {
 			t.Fatalf("Tenure() after registering again = %d: the term did not change, though the key was deleted", term2)
 		}
 		if held {
+			if st := c.r.State(); st.Term != term2 {
+				t.Fatalf("State().Term = %d after registering again; want the new term %d", st.Term, term2)
+			}
 			break
 		}
 		if time.Now().After(deadline) {

@@ -392,6 +392,7 @@ type ringInfo struct {
 type etcdInfo struct {
 	Connected   bool      `json:"connected"`
 	Registered  bool      `json:"registered"`
+	Term        uint64    `json:"term"` // the key's create revision: changes when it was deleted and put again
 	LastContact time.Time `json:"last_contact"`
 	LastChange  time.Time `json:"last_change"`
 	Pending     []string  `json:"pending"` // members waiting out the hold-down
@@ -414,7 +415,7 @@ func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 	}
 	if n.reg != nil {
 		st := n.reg.State()
-		info.Etcd = &etcdInfo{Connected: st.Connected, Registered: st.Registered, LastContact: st.LastContact, LastChange: st.LastChange, Pending: []string{}}
+		info.Etcd = &etcdInfo{Connected: st.Connected, Registered: st.Registered, Term: st.Term, LastContact: st.LastContact, LastChange: st.LastChange, Pending: []string{}}
 		for _, m := range st.Pending {
 			info.Etcd.Pending = append(info.Etcd.Pending, m.PeerURL)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -110,18 +109,7 @@ func TestSeparateListeners(t *testing.T) {
 // which certificate a server presents.
 func issueTo(t *testing.T, ca *devcert.CA, certFile, keyFile string) *big.Int {
 	t.Helper()
-	certPEM, keyPEM, err := ca.Issue("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(certPEM)
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := ca.IssueFiles(certFile, keyFile, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,15 +271,8 @@ func writeDevCerts(n int) (dir string, certs []devCerts, err error) {
 		if err != nil {
 			break
 		}
-		var cert, key []byte
-		if cert, key, err = ca.Issue("127.0.0.1", "localhost"); err != nil {
-			break
-		}
-		d := devCerts{ca: caFile}
-		if d.cert, err = write(fmt.Sprintf("node%d.pem", i+1), cert); err != nil {
-			break
-		}
-		d.key, err = write(fmt.Sprintf("node%d-key.pem", i+1), key)
+		d := devCerts{ca: caFile, cert: filepath.Join(dir, fmt.Sprintf("node%d.pem", i+1)), key: filepath.Join(dir, fmt.Sprintf("node%d-key.pem", i+1))}
+		_, err = ca.IssueFiles(d.cert, d.key, "127.0.0.1", "localhost")
 		certs = append(certs, d)
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
 	"time"
 )
 
@@ -95,6 +96,28 @@ func (ca *CA) Issue(hosts ...string) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, fmt.Errorf("devcert: %w", err)
 	}
 	return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", kder), nil
+}
+
+// IssueFiles issues a certificate as Issue does and writes it and its key
+// to certFile and keyFile, readable by their owner only. It returns the
+// certificate, whose serial number tells which one a server presents.
+func (ca *CA) IssueFiles(certFile, keyFile string, hosts ...string) (*x509.Certificate, error) {
+	certPEM, keyPEM, err := ca.Issue(hosts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return nil, fmt.Errorf("devcert: %w", err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return nil, fmt.Errorf("devcert: %w", err)
+	}
+	block, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("devcert: %w", err)
+	}
+	return cert, nil
 }
 
 func pemBlock(typ string, der []byte) []byte {

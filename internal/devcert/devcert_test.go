@@ -3,6 +3,8 @@ package devcert
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -52,5 +54,41 @@ func TestIssue(t *testing.T) {
 		if tt.ok != (err == nil) {
 			t.Errorf("%s: Verify = %v, want ok=%v", tt.name, err, tt.ok)
 		}
+	}
+}
+
+// TestIssueFiles checks that IssueFiles writes a key pair that loads, only
+// for its owner, and returns the certificate in the file; a directory that
+// does not exist is an error.
+func TestIssueFiles(t *testing.T) {
+	t.Parallel()
+	ca, err := NewCA("test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	cert, err := ca.IssueFiles(certFile, keyFile, "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pair.Leaf.SerialNumber.Cmp(cert.SerialNumber) != 0 {
+		t.Errorf("the file holds serial %v; IssueFiles returned %v", pair.Leaf.SerialNumber, cert.SerialNumber)
+	}
+	for _, f := range []string{certFile, keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode := fi.Mode().Perm(); mode != 0o600 {
+			t.Errorf("%s has mode %v; want 0600", filepath.Base(f), mode)
+		}
+	}
+	if _, err := ca.IssueFiles(filepath.Join(dir, "none", "c.pem"), keyFile); err == nil {
+		t.Error("IssueFiles into a missing directory: no error")
 	}
 }

@@ -209,7 +209,7 @@ func (m *membership) has(id string) bool {
 // sameMember compares members field by field, with Started compared as an instant.
 func sameMember(a, b Member) bool {
 	return a.ID == b.ID && a.PeerURL == b.PeerURL && a.Weight == b.Weight && a.Version == b.Version &&
-		a.Started.Equal(b.Started) && a.Leaving == b.Leaving && slices.Equal(a.Positions, b.Positions)
+		a.Started.Equal(b.Started) && a.Leaving == b.Leaving && slices.Equal(a.Positions, b.Positions) && a.Ring == b.Ring
 }
 
 func sortedMembers(ms map[string]Member) []Member {
@@ -231,7 +231,9 @@ func follow(ctx context.Context, m *membership, in <-chan update, publish func(p
 			return
 		case u := <-in:
 			m.observe(u)
-			if !m.has(m.self) {
+			// A key marked leaving is this node's own leave (Leave, Close):
+			// putting it back would undo it.
+			if !m.has(m.self) && !m.left[m.self] {
 				missing()
 			}
 		case <-timer.C:

@@ -498,3 +498,60 @@ func TestWeightsReachTheSetter(t *testing.T) {
 		t.Errorf("plain Setter called for a weight-only change: %d calls, had %d", n, plainCalls)
 	}
 }
+
+// TestLeave: a node that marks itself leaving is dropped by the others at once, stays
+// registered (its lease is kept alive for the hand-off), and does not put its key back as if
+// it had gone missing: the mark's put is the last write to its key until Close.
+func TestLeave(t *testing.T) {
+	t.Parallel()
+	te := startEtcd(t)
+	eps := te.endpoints()
+	a, b := startNode(t, eps, "a", nil), startNode(t, eps, "b", nil)
+	converge(t, urls("a", "b"), 10*time.Second, a, b)
+
+	if err := b.r.Leave(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	converge(t, urls("a"), 2*time.Second, a)
+	raw := te.client(t)
+	key := "/ringcache/default/members/b"
+	read := func() (rev int64, m Member) {
+		t.Helper()
+		resp, err := raw.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 {
+			t.Fatalf("%s: %d keys, want 1", key, len(resp.Kvs))
+		}
+		m, err = decodeMember("b", resp.Kvs[0].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Kvs[0].ModRevision, m
+	}
+	rev, m := read()
+	if !m.Leaving {
+		t.Fatalf("b's key after Leave: %+v, want it marked leaving", m)
+	}
+	time.Sleep(time.Second)
+	if again, _ := read(); again != rev {
+		t.Errorf("b's key was written again after Leave (mod revision %d, then %d): the node put back a key it had marked leaving", rev, again)
+	}
+	if st := b.r.State(); !st.Registered {
+		t.Errorf("b after Leave: registered %v; want true until Close", st.Registered)
+	}
+	if _, held := b.r.Tenure(); !held {
+		t.Error("b after Leave: Tenure not held; want it held until Close")
+	}
+	if err := b.r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := raw.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 0 {
+		t.Errorf("b's key after Close: %q; want it gone with its lease (no explicit arcs to keep)", resp.Kvs[0].Value)
+	}
+}

@@ -17,10 +17,14 @@
 // registration reads the members, chooses positions that split the largest arcs (or keeps the
 // ones this node held, if they are still free), and puts its key in one transaction that
 // succeeds only if no member key changed since the read; a node that loses the race reads
-// again, so two nodes joining at once never take the same position. A member whose key goes
-// (a leave, or a crash after the hold-down) takes its positions with it, and its arcs join
-// their predecessors'. The Setter, a RangesSetter, receives every member's positions, so every
-// node builds the same ring from what etcd holds.
+// again, so two nodes joining at once never take the same position. A member that leaves (at
+// once when it leaves gracefully, after the hold-down when it crashed) takes its positions
+// with it, and its arcs join their predecessors'. A graceful leave keeps the positions in etcd
+// for a minute, with a fingerprint of the other members' positions: a node that registers
+// again under the same ID within that minute, while the others hold exactly those positions,
+// takes the same ones back, so a rolling restart ends with the ring it began with. The
+// Setter, a RangesSetter, receives every member's positions, so every node builds the same
+// ring from what etcd holds.
 //
 // Static is the same hand-over for a fixed list, for clusters without etcd.
 //

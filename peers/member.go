@@ -30,6 +30,10 @@ type Member struct {
 	// Positions are the node's positions on a ring of explicit arcs, ascending, when the
 	// cluster places nodes that way (Config.Placer); empty otherwise.
 	Positions []uint32 `json:"positions,omitempty"`
+	// Ring, on a member that left gracefully (Leaving), is a fingerprint of the other members'
+	// positions when it left: a node that registers again under the same ID takes Positions
+	// back while the others still hold exactly those (see Registry.Close).
+	Ring uint64 `json:"ring,omitempty"`
 }
 
 // encode returns the JSON value stored in etcd. It fails only for a Started time outside

@@ -3,8 +3,10 @@ package peers
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -111,27 +113,20 @@ func createRevision(rev int64, prev *mvccpb.KeyValue) int64 {
 func (r *Registry) claim(ctx context.Context, lease clientv3.LeaseID) (created int64, err error) {
 	delay := claimRetry
 	for attempt := 1; ; attempt++ {
-		resp, err := r.client.Get(ctx, r.cfg.Prefix, clientv3.WithPrefix())
+		ring, own, rev, err := r.readRing(ctx)
 		if err != nil {
 			return 0, err
-		}
-		ring := map[string][]uint32{}
-		var stored []uint32 // this node's, left by an earlier process whose lease still runs
-		for _, kv := range resp.Kvs {
-			c, ok := r.decodeChange(kv.Key, kv.Value, false)
-			switch {
-			case !ok || c.deleted || c.member.Leaving:
-			case c.id == r.cfg.NodeID:
-				stored = c.member.Positions
-			default:
-				ring[c.id] = c.member.Positions
-			}
 		}
 		r.mu.Lock()
 		pos := r.claimed
 		r.mu.Unlock()
-		if len(pos) == 0 {
-			pos = stored
+		if len(pos) == 0 && own != nil {
+			switch {
+			case !own.Leaving:
+				pos = own.Positions // an earlier process's, whose lease still runs
+			case own.Ring != 0 && own.Ring == ringPrint(ring):
+				pos = own.Positions // an earlier process's, which left this very ring
+			}
 		}
 		if len(pos) == 0 || holdsAny(ring, pos) {
 			if pos, err = r.place(ring); err != nil {
@@ -150,7 +145,7 @@ func (r *Registry) claim(ctx context.Context, lease clientv3.LeaseID) (created i
 		if r.cfg.beforeCommit != nil {
 			r.cfg.beforeCommit(attempt)
 		}
-		unchanged := clientv3.Compare(clientv3.ModRevision(r.cfg.Prefix).WithPrefix(), "<", resp.Header.Revision+1)
+		unchanged := clientv3.Compare(clientv3.ModRevision(r.cfg.Prefix).WithPrefix(), "<", rev+1)
 		tr, err := r.client.Txn(ctx).If(unchanged).Then(clientv3.OpPut(r.key, value, clientv3.WithLease(lease), clientv3.WithPrevKV())).Commit()
 		if err != nil {
 			return 0, err
@@ -177,6 +172,77 @@ func (r *Registry) claim(ctx context.Context, lease clientv3.LeaseID) (created i
 		}
 		delay = min(2*delay, maxClaimRetry)
 	}
+}
+
+// readRing reads the member keys: every other member's positions (a member marked leaving
+// holds none), this node's own member value as etcd holds it (nil: none), and the revision
+// of the read.
+func (r *Registry) readRing(ctx context.Context) (ring map[string][]uint32, own *Member, rev int64, err error) {
+	resp, err := r.client.Get(ctx, r.cfg.Prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	ring = map[string][]uint32{}
+	for _, kv := range resp.Kvs {
+		c, ok := r.decodeChange(kv.Key, kv.Value, false)
+		switch {
+		case !ok || c.deleted:
+		case c.id == r.cfg.NodeID:
+			own = &c.member
+		case !c.member.Leaving:
+			ring[c.id] = c.member.Positions
+		}
+	}
+	return ring, own, resp.Header.Revision, nil
+}
+
+// ringPrint is a fingerprint of the positions of ring's members, never 0.
+func ringPrint(ring map[string][]uint32) uint64 {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, id := range slices.Sorted(maps.Keys(ring)) {
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+		for _, p := range ring[id] {
+			binary.BigEndian.PutUint32(b[:], p)
+			h.Write(b[:])
+		}
+		h.Write([]byte{0})
+	}
+	return max(h.Sum64(), 1)
+}
+
+// parkTTL is how long, in seconds, a node that left gracefully keeps its positions in etcd
+// for a process with its ID to take back (Registry.Close): long enough for a rolling
+// restart's stop and start, and short, since the positions are kept only while no other
+// member changed.
+const parkTTL = 60
+
+// park moves this node's key, marked leaving, to a lease of its own that lasts parkTTL, with
+// positions and a fingerprint of the other members' positions now. The other nodes drop a
+// member marked leaving at once, as before; a process with this node's ID that registers
+// before the lease runs out, while the others still hold exactly those positions, takes the
+// same positions back (claim), so that a rolling restart ends with the ring it began with
+// and moves no key for good.
+func (r *Registry) park(ctx context.Context, positions []uint32) error {
+	ring, _, _, err := r.readRing(ctx)
+	if err != nil {
+		return err
+	}
+	g, err := r.client.Grant(ctx, parkTTL)
+	if err != nil {
+		return err
+	}
+	m := r.self
+	m.Leaving, m.Positions, m.Ring = true, positions, ringPrint(ring)
+	v, err := m.encode()
+	if err == nil {
+		_, err = r.client.Put(ctx, r.key, v, clientv3.WithLease(g.ID))
+	}
+	if err != nil {
+		r.client.Revoke(ctx, g.ID)
+	}
+	return err
 }
 
 // place asks the Placer for this node's positions on ring and checks them.

@@ -377,6 +377,63 @@ func TestRestartWithinLease(t *testing.T) {
 	}
 }
 
+// TestRestartAfterLeave: a node that left gracefully and comes back with the same ID takes its
+// positions back while the other members still hold exactly the positions they held when it
+// left, so a rolling restart ends with the ring it began with; once another member joined
+// meanwhile, it is placed anew.
+func TestRestartAfterLeave(t *testing.T) {
+	t.Parallel()
+	te := startEtcd(t)
+	var nodes []*rangesNode
+	for _, id := range []string{"a", "b", "c"} { // b's arcs are cut by c: placing b anew differs
+		n, err := newRangesNode(t, te.endpoints(), id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	before := converged(t, urls("a", "b", "c"), nodes)
+	raw := te.client(t)
+	old := storedPositions(t, raw)["b"]
+
+	if err := nodes[1].r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, urls("a", "c"), []*rangesNode{nodes[0], nodes[2]})
+	again, err := newRangesNode(t, te.endpoints(), "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storedPositions(t, raw)["b"]; !slices.Equal(got, old) {
+		t.Errorf("b came back with positions %v, had %v", got, old)
+	}
+	nodes[1] = again
+	if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
+		t.Errorf("ring version %x after b left and came back, want %x", v, before.Version())
+	}
+
+	// b leaves again, and d joins while it is away: the arcs b left are d's to cut now.
+	if err := nodes[1].r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, urls("a", "c"), []*rangesNode{nodes[0], nodes[2]})
+	d, err := newRangesNode(t, te.endpoints(), "d", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	converged(t, urls("a", "c", "d"), []*rangesNode{nodes[0], nodes[2], d})
+	back, err := newRangesNode(t, te.endpoints(), "b", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	converged(t, urls("a", "b", "c", "d"), []*rangesNode{nodes[0], back, nodes[2], d})
+	stored := storedPositions(t, raw)
+	if slices.Equal(stored["b"], old) {
+		t.Errorf("b took its old positions back though d joined while it was away")
+	}
+	checkDisjoint(t, stored, len(old))
+}
+
 // TestPlacementConfig: a Placer needs a RangesSetter and weight 1, and a Placer's bad
 // answer fails the registration instead of storing it.
 func TestPlacementConfig(t *testing.T) {

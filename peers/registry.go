@@ -292,8 +292,12 @@ func (r *Registry) Leave(ctx context.Context) error {
 }
 
 // Close stops the registry, marks the node as leaving, revokes its lease so that the other
-// nodes drop it at once, and closes the etcd client if New opened it. It waits at most a
-// TTL for etcd (after that the lease has expired anyway). Close is idempotent.
+// nodes drop it at once, and closes the etcd client if New opened it. With a Placer, the key
+// marked leaving is kept for a minute under a lease of its own, with the node's positions and
+// a fingerprint of the others': a process with the same ID that registers within the minute,
+// while the other members hold exactly the positions they held, takes the same positions
+// back. It waits at most a TTL for etcd (after that the lease has expired anyway). Close is
+// idempotent.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() { r.closeErr = r.close() })
 	return r.closeErr
@@ -312,12 +316,19 @@ func (r *Registry) close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.TTL)
 		defer cancel()
 		// A deletion by revoke looks the same as a deletion by expiry, which the others
-		// hold down. Marking the key first tells them this one is a leave. The put fails
-		// harmlessly if the key is already gone.
-		leaving := r.self
-		leaving.Leaving = true
-		if v, encErr := leaving.encode(); encErr == nil {
-			_, _ = r.client.Put(ctx, r.key, v, clientv3.WithIgnoreLease())
+		// hold down. Marking the key first tells them this one is a leave. With explicit
+		// arcs the marked key moves to a lease of its own and keeps the positions for a
+		// while (park); else, or if that fails, it stays on the lease and goes with it.
+		// The put fails harmlessly if the key is already gone.
+		r.mu.Lock()
+		claimed := r.claimed
+		r.mu.Unlock()
+		if r.cfg.Placer == nil || len(claimed) == 0 || r.park(ctx, claimed) != nil {
+			leaving := r.self
+			leaving.Leaving = true
+			if v, encErr := leaving.encode(); encErr == nil {
+				_, _ = r.client.Put(ctx, r.key, v, clientv3.WithIgnoreLease())
+			}
 		}
 		if _, rerr := r.client.Revoke(ctx, lease); rerr != nil && !errors.Is(rerr, rpctypes.ErrLeaseNotFound) {
 			err = fmt.Errorf("peers: revoke lease %x: %w", int64(lease), rerr)

@@ -348,71 +348,65 @@ func TestLeaveKeepsOthersPositions(t *testing.T) {
 	}
 }
 
-// TestRestartWithinLease: a node that crashed and comes back before its lease ran out finds
-// its key in etcd and keeps its positions, so its arcs come back unchanged.
-func TestRestartWithinLease(t *testing.T) {
-	t.Parallel()
-	te := startEtcd(t)
+// startRanges starts ids one after another (no race: the later ones cut the earlier ones'
+// arcs, so placing b of a, b, c anew differs from what it holds) and waits for their ring.
+func startRanges(t *testing.T, te *testEtcd, ids ...string) ([]*rangesNode, *consistenthash.Ranges) {
+	t.Helper()
 	var nodes []*rangesNode
-	for _, id := range []string{"a", "b", "c"} { // b's arcs are cut by c: placing b anew differs
+	for _, id := range ids {
 		n, err := newRangesNode(t, te.endpoints(), id, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		nodes = append(nodes, n)
 	}
-	before := converged(t, urls("a", "b", "c"), nodes)
-	old := storedPositions(t, te.client(t))["b"]
-	nodes[1].r.crash()
-	again, err := newRangesNode(t, te.endpoints(), "b", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := storedPositions(t, te.client(t))["b"]; !slices.Equal(got, old) {
-		t.Errorf("b restarted with positions %v, had %v", got, old)
-	}
-	nodes[1] = again
-	if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
-		t.Errorf("ring version %x after b's restart, want %x", v, before.Version())
+	return nodes, converged(t, urls(ids...), nodes)
+}
+
+// TestRestartKeepsPositions: a node that comes back under the same ID takes its positions
+// back, so its arcs and the ring come back unchanged: after a crash, from its key while the
+// lease still runs; after a graceful leave, from the key kept marked leaving, while the other
+// members hold exactly the positions they held when it left (a rolling restart).
+func TestRestartKeepsPositions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		stop func(*Registry) error
+	}{
+		{"crash within lease", func(r *Registry) error { r.crash(); return nil }},
+		{"graceful leave", (*Registry).Close},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			te := startEtcd(t)
+			nodes, before := startRanges(t, te, "a", "b", "c")
+			old := storedPositions(t, te.client(t))["b"]
+			if err := tc.stop(nodes[1].r); err != nil {
+				t.Fatal(err)
+			}
+			again, err := newRangesNode(t, te.endpoints(), "b", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := storedPositions(t, te.client(t))["b"]; !slices.Equal(got, old) {
+				t.Errorf("b came back with positions %v, had %v", got, old)
+			}
+			nodes[1] = again
+			if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
+				t.Errorf("ring version %x after b came back, want %x", v, before.Version())
+			}
+		})
 	}
 }
 
-// TestRestartAfterLeave: a node that left gracefully and comes back with the same ID takes its
-// positions back while the other members still hold exactly the positions they held when it
-// left, so a rolling restart ends with the ring it began with; once another member joined
-// meanwhile, it is placed anew.
-func TestRestartAfterLeave(t *testing.T) {
+// TestRejoinAfterChange: a node that left gracefully while another member joined is placed
+// anew when it comes back: the arcs it left were the joiner's to cut.
+func TestRejoinAfterChange(t *testing.T) {
 	t.Parallel()
 	te := startEtcd(t)
-	var nodes []*rangesNode
-	for _, id := range []string{"a", "b", "c"} { // b's arcs are cut by c: placing b anew differs
-		n, err := newRangesNode(t, te.endpoints(), id, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
-	}
-	before := converged(t, urls("a", "b", "c"), nodes)
+	nodes, _ := startRanges(t, te, "a", "b", "c")
 	raw := te.client(t)
 	old := storedPositions(t, raw)["b"]
-
-	if err := nodes[1].r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, urls("a", "c"), []*rangesNode{nodes[0], nodes[2]})
-	again, err := newRangesNode(t, te.endpoints(), "b", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := storedPositions(t, raw)["b"]; !slices.Equal(got, old) {
-		t.Errorf("b came back with positions %v, had %v", got, old)
-	}
-	nodes[1] = again
-	if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
-		t.Errorf("ring version %x after b left and came back, want %x", v, before.Version())
-	}
-
-	// b leaves again, and d joins while it is away: the arcs b left are d's to cut now.
 	if err := nodes[1].r.Close(); err != nil {
 		t.Fatal(err)
 	}

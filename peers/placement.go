@@ -240,7 +240,7 @@ func (r *Registry) park(ctx context.Context, positions []uint32) error {
 		_, err = r.client.Put(ctx, r.key, v, clientv3.WithLease(g.ID))
 	}
 	if err != nil {
-		r.client.Revoke(ctx, g.ID)
+		_, _ = r.client.Revoke(ctx, g.ID) // the lease would run out in parkTTL anyway
 	}
 	return err
 }

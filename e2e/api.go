@@ -44,6 +44,9 @@ type Ring struct {
 	Owner string `json:"owner"`
 	// Etcd is the membership client's state; "connected" is a bool.
 	Etcd map[string]any `json:"etcd"`
+	// Suspected are the members the node cannot reach lately: it loads
+	// their keys itself until they answer.
+	Suspected []string `json:"suspected"`
 }
 
 // EtcdConnected reports whether the node says it is connected to etcd.

@@ -225,6 +225,13 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 			if _, err := s.waitRings(t.Context(), time.Now(), nodes, s.selves(nodes), settle); err != nil {
 				t.Fatalf("cluster not healthy before %s: %v", sc.name, err)
 			}
+			// Nor may a node still be unable to reach one restarted by the
+			// scenario before (a new container's name can take seconds to
+			// resolve): it would load that node's keys itself, and those
+			// loads would count against this scenario.
+			if err := s.waitReachable(t.Context(), nodes, settle); err != nil {
+				t.Fatalf("cluster not healthy before %s: %v", sc.name, err)
+			}
 			line := "it ended before its figures were in (a t.Fatal: see its log)"
 			defer func() {
 				if t.Failed() {
@@ -405,6 +412,37 @@ func (s *suite) waitRings(ctx context.Context, since time.Time, nodes, want []st
 		select {
 		case <-ctx.Done():
 			return time.Since(since), fmt.Errorf("rings of %v did not become %v within %s; last: %s", nodes, want, limit, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// waitReachable polls the nodes' rings until none of them suspects a peer,
+// for at most limit.
+func (s *suite) waitReachable(ctx context.Context, nodes []string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		last := ""
+		for _, n := range nodes {
+			r, err := s.api.Ring(ctx, s.c.URL(n), "")
+			if err != nil {
+				last = fmt.Sprintf("%s: %v", n, err)
+				break
+			}
+			if len(r.Suspected) > 0 {
+				last = fmt.Sprintf("%s suspects %v", n, r.Suspected)
+				break
+			}
+		}
+		if last == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("a node still cannot reach a peer after %s: %s", limit, last)
 		case <-tick.C:
 		}
 	}

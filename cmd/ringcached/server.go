@@ -383,9 +383,12 @@ type ringInfo struct {
 	Placement string                          `json:"placement"`
 	Arcs      map[string][]consistenthash.Arc `json:"arcs,omitempty"`
 	Owner     string                          `json:"owner,omitempty"`
-	Ready     bool                            `json:"ready"`
-	Static    bool                            `json:"static,omitempty"`
-	Etcd      *etcdInfo                       `json:"etcd,omitempty"`
+	// Suspected lists the members this node cannot reach lately: their
+	// circuit is open, and it loads their keys itself until they answer.
+	Suspected []string  `json:"suspected"`
+	Ready     bool      `json:"ready"`
+	Static    bool      `json:"static,omitempty"`
+	Etcd      *etcdInfo `json:"etcd,omitempty"`
 }
 
 // etcdInfo is the registry's view of etcd in /debug/ring.
@@ -408,6 +411,10 @@ func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 		Ready:     n.ready(),
 		Placement: n.cfg.Placement,
 		Arcs:      n.pool.Arcs(),
+		Suspected: n.pool.Suspected(),
+	}
+	if info.Suspected == nil {
+		info.Suspected = []string{}
 	}
 	info.Static = n.reg == nil
 	if r.URL.Query().Has("key") {

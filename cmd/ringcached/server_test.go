@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -504,5 +505,37 @@ func TestNoPublicGetsBeforeJoin(t *testing.T) {
 	}
 	if code := <-answered; code != 0 {
 		t.Fatalf("GET queued while joining answered %d after the join failed, want none", code)
+	}
+}
+
+// TestRingShowsSuspected: /debug/ring lists a peer this node could not
+// reach among "suspected", and the node still answers for its keys.
+func TestRingShowsSuspected(t *testing.T) {
+	t.Parallel()
+	addr, dead := freeAddr(t), freeAddr(t) // nothing listens on dead
+	self, peer := "http://"+addr, "http://"+dead
+	base, _, _ := serveNode(t, "-group", "name=demo,origin=demo,demo-size=10", "-listen", addr,
+		"-peer-url", self, "-peers", self+","+peer)
+	var ring ringInfo
+	getJSON(t, base+"/debug/ring", &ring)
+	if ring.Suspected == nil || len(ring.Suspected) != 0 {
+		t.Fatalf("suspected = %#v before any request; want an empty list", ring.Suspected)
+	}
+	key := ""
+	for i := 0; key == "" && i < 100; i++ {
+		getJSON(t, fmt.Sprintf("%s/debug/ring?key=k%d", base, i), &ring)
+		if ring.Owner == peer {
+			key = fmt.Sprintf("k%d", i)
+		}
+	}
+	if key == "" {
+		t.Fatalf("none of 100 keys is owned by %s", peer)
+	}
+	if status, body := get(t, base+"/cache/demo/"+key); status != 200 || body != string(origin.DemoValue("demo", key, 10)) {
+		t.Fatalf("GET %s owned by a dead peer = %d %q; want the value, loaded here", key, status, body)
+	}
+	getJSON(t, base+"/debug/ring", &ring)
+	if !slices.Equal(ring.Suspected, []string{peer}) {
+		t.Errorf("suspected = %v after a request for its key failed to reach it; want [%s]", ring.Suspected, peer)
 	}
 }

@@ -218,6 +218,13 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			// A failed scenario's figures are repeated at the end of the run.
+			line := "it ended before its figures were in (a t.Fatal: see its log)"
+			defer func() {
+				if t.Failed() {
+					recapf("%s failed: %s", t.Name(), line)
+				}
+			}()
 			// A scenario starts from three ready nodes that agree; when an
 			// earlier one left the cluster broken, say so here instead of
 			// failing for the wrong reason.
@@ -232,12 +239,6 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 			if err := s.waitReachable(t.Context(), nodes, settle); err != nil {
 				t.Fatalf("cluster not healthy before %s: %v", sc.name, err)
 			}
-			line := "it ended before its figures were in (a t.Fatal: see its log)"
-			defer func() {
-				if t.Failed() {
-					recapf("%s failed: %s", t.Name(), line)
-				}
-			}()
 			r := sc.run(s, t)
 			if r.name == "" {
 				r.name = sc.name

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -390,39 +391,38 @@ func hold(t *testing.T, d time.Duration) {
 // waitRings polls the nodes' rings until each holds exactly want, and
 // returns how long that took since since. It gives up after limit.
 func (s *suite) waitRings(ctx context.Context, since time.Time, nodes, want []string, limit time.Duration) (time.Duration, error) {
-	ctx, cancel := context.WithDeadline(ctx, since.Add(limit))
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		ok := true
-		for _, n := range nodes {
-			r, err := s.api.Ring(ctx, s.c.URL(n), "")
-			if err != nil {
-				ok, last = false, fmt.Sprintf("%s: %v", n, err)
-				break
-			}
-			if !r.SameMembers(want) {
-				ok, last = false, fmt.Sprintf("%s has %v", n, r.Members)
-				break
-			}
+	err := s.pollRings(ctx, since.Add(limit), nodes, func(n string, r Ring) string {
+		if !r.SameMembers(want) {
+			return fmt.Sprintf("%s has %v", n, r.Members)
 		}
-		if ok {
-			return time.Since(since), nil
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(since), fmt.Errorf("rings of %v did not become %v within %s; last: %s", nodes, want, limit, last)
-		case <-tick.C:
-		}
+		return ""
+	})
+	if err != nil {
+		return time.Since(since), fmt.Errorf("rings of %v did not become %v within %s; last: %w", nodes, want, limit, err)
 	}
+	return time.Since(since), nil
 }
 
 // waitReachable polls the nodes' rings until none of them suspects a peer,
 // for at most limit.
 func (s *suite) waitReachable(ctx context.Context, nodes []string, limit time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
+	err := s.pollRings(ctx, time.Now().Add(limit), nodes, func(n string, r Ring) string {
+		if len(r.Suspected) > 0 {
+			return fmt.Sprintf("%s suspects %v", n, r.Suspected)
+		}
+		return ""
+	})
+	if err != nil {
+		return fmt.Errorf("a node still cannot reach a peer after %s: %w", limit, err)
+	}
+	return nil
+}
+
+// pollRings reads the nodes' rings every 100 ms until bad finds nothing
+// wrong with any of them (it returns why one is not as wanted, or ""), or
+// deadline passes; the error then says the last thing that was wrong.
+func (s *suite) pollRings(ctx context.Context, deadline time.Time, nodes []string, bad func(node string, r Ring) string) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -432,10 +432,10 @@ func (s *suite) waitReachable(ctx context.Context, nodes []string, limit time.Du
 			r, err := s.api.Ring(ctx, s.c.URL(n), "")
 			if err != nil {
 				last = fmt.Sprintf("%s: %v", n, err)
-				break
+			} else {
+				last = bad(n, r)
 			}
-			if len(r.Suspected) > 0 {
-				last = fmt.Sprintf("%s suspects %v", n, r.Suspected)
+			if last != "" {
 				break
 			}
 		}
@@ -444,7 +444,7 @@ func (s *suite) waitReachable(ctx context.Context, nodes []string, limit time.Du
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("a node still cannot reach a peer after %s: %s", limit, last)
+			return errors.New(last)
 		case <-tick.C:
 		}
 	}

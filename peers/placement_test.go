@@ -380,23 +380,56 @@ func TestRestartKeepsPositions(t *testing.T) {
 			t.Parallel()
 			te := startEtcd(t)
 			nodes, before := startRanges(t, te, "a", "b", "c")
-			old := storedPositions(t, te.client(t))["b"]
+			raw := te.client(t)
+			old := storedPositions(t, raw)["b"]
 			if err := tc.stop(nodes[1].r); err != nil {
 				t.Fatal(err)
 			}
+			// The lease b's key is under now: the dead process's, or the
+			// one that keeps it parked.
+			resp, err := raw.Get(t.Context(), "/ringcache/default/members/b")
+			if err != nil || len(resp.Kvs) != 1 {
+				t.Fatalf("b's key after it stopped: %v, %v; want it kept", resp, err)
+			}
+			held := clientv3.LeaseID(resp.Kvs[0].Lease)
 			again, err := newRangesNode(t, te.endpoints(), "b", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := storedPositions(t, te.client(t))["b"]; !slices.Equal(got, old) {
+			if got := storedPositions(t, raw)["b"]; !slices.Equal(got, old) {
 				t.Errorf("b came back with positions %v, had %v", got, old)
 			}
 			nodes[1] = again
 			if v := converged(t, urls("a", "b", "c"), nodes).Version(); v != before.Version() {
 				t.Errorf("ring version %x after b came back, want %x", v, before.Version())
 			}
+			// That lease running out later must not take the new
+			// registration with it.
+			if _, err := raw.Revoke(t.Context(), held); err != nil {
+				t.Fatal(err)
+			}
+			if m, ok := readMember(t, raw, "b"); !ok || m.Leaving {
+				t.Errorf("b's key after its old lease ended: %+v, present %v; want b registered", m, ok)
+			}
 		})
 	}
+}
+
+// readMember returns the member value stored under id's key, and whether there is one.
+func readMember(t *testing.T, c *clientv3.Client, id string) (Member, bool) {
+	t.Helper()
+	resp, err := c.Get(t.Context(), "/ringcache/default/members/"+id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Member{}, false
+	}
+	m, err := decodeMember(id, resp.Kvs[0].Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, true
 }
 
 // TestRejoinAfterChange: a node that left gracefully while another member joined is placed

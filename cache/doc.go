@@ -15,9 +15,13 @@
 // cache. PeerView.Get, which serves requests that came from peers, never asks a
 // peer (the one-hop rule), and origin loads never wait on a fetch, so nodes
 // whose rings disagree cannot deadlock. Both caches are LRUs bounded by bytes
-// (key, value and a fixed per-entry overhead), with per-entry expiry checked
-// on read. They index entries by a seeded 64-bit hash of the key: of two keys
-// with the same hash only one is cached at a time, as if the other had been
+// (key, value and a fixed per-entry overhead, and the dead bytes of their
+// pages), with per-entry expiry checked on read. They hold entries without
+// pointers (records in chunks, keys and values of up to 2 KiB in pages of
+// bytes, which are compacted once a quarter of a page is dead), so that
+// the collector does not visit a million small entries on every cycle.
+// They index entries by a seeded 64-bit hash of the key: of two keys with
+// the same hash only one is cached at a time, as if the other had been
 // evicted.
 //
 // # Writes and what a node may serve

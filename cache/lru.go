@@ -5,35 +5,48 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // entryOverhead is what one cached entry costs beyond its key, value and
-// content type bytes: golang-lru's list element (three pointers, the key's
-// hash, our 96-byte slot, its unused ExpiresAt) in a 160-byte size class,
-// the map slot that indexes it, and the rounding of the entry's allocation
-// to its size class. Measured on amd64 with runtime.MemStats
-// (TestEntryOverheadMatchesHeap keeps this honest): it varies with how
-// full the map's tables are and with the size classes a value falls in.
-const entryOverhead = 192
+// content type bytes: its record (88 bytes), its slot in the index (a
+// uint64 and an int32 in a table kept between 7/16 and 7/8 full), and the
+// 8-byte header before its bytes in a page. Measured on amd64 with
+// runtime.MemStats (TestEntryOverheadMatchesHeap keeps this honest): it
+// varies with how full the index's tables are. The pages' dead bytes are
+// not in it: the lru counts them against the budget as they arise.
+const entryOverhead = 128
 
-// packMax is the largest value whose bytes share the entry's one
-// allocation with its key and content type. A million small entries cost
-// the collector one object each instead of three; a larger value keeps an
-// allocation of its own, which costs the collector as little (it holds no
-// pointers) and is not copied, unless it sits in a buffer much larger than
-// itself.
-const packMax = 512
+// packMax is the largest value whose bytes go into the lru's pages with
+// its key and content type. A larger value keeps an allocation of its own,
+// which costs the collector one object per value (few: a budget holds at
+// most one per packMax bytes) and is not copied unless it sits in a buffer
+// much larger than itself.
+const packMax = 2048
 
-// extraLen is the room an entry's allocation gives to the fields few
-// values set (their stale windows, an Age): they are not in the slot,
-// which every entry has.
+// extraLen is the room an entry's bytes give to the fields few values set
+// (their stale windows, an Age): they are not in the record, which every
+// entry has.
 const extraLen = 24
+
+// Page and record sizes. A page is at most pageMax bytes, at least pageMin,
+// and about a sixteenth of the budget between; an entry that needs more
+// than 1/compactOf of a page gets a page of its own.
+const (
+	pageMax  = 64 << 10
+	pageMin  = 4 << 10
+	headLen  = 8 // a record id and a length, before each entry's bytes
+	recChunk = 256
+	noRecord = -1
+	// A closed page is compacted once less than compactLive/compactOf of
+	// it is live: the dead bytes stay under 1/compactOf of the pages, at
+	// the cost of copying up to compactLive bytes to reclaim one.
+	compactLive, compactOf = 3, 4
+)
 
 // entry is one key's entry as the LRU hands it out and takes it in.
 type entry struct {
@@ -56,59 +69,64 @@ type entry struct {
 	// fallback marks a hot copy loaded here because src could not be
 	// reached: it is served without a lease, until src is in contact again.
 	fallback bool
-
-	// from, in an entry the LRU handed out, is where its bytes are: add
-	// stores such an entry again (a hand-off moves it from the main cache)
-	// without copying them while its key and value are still those bytes.
-	from slotMem
 }
 
-// slotMem is the allocation of an entry's slot: mem and data as in slot, n
-// the length of mem.
-type slotMem struct {
-	mem, data *byte
-	n         int
-}
-
-// slot is what simplelru holds for one key, under the key's hash: an entry
-// with as few pointers and bytes as it goes, since a budget of small values
-// is a million of them and the collector visits each on every cycle.
-//
-// mem holds the key, the content type, the extra fields (with hasExtra)
-// and a value of at most packMax bytes, in that order, in one allocation
-// without pointers. Nothing writes to it after add fills it: the key and
-// the content type are strings over it, and the value's Data (which
-// callers must not modify) comes after them, with no capacity beyond its
-// end.
-type slot struct {
-	mem *byte
-	// data is the value's bytes when they are not in mem: a value larger
-	// than packMax; nil otherwise.
-	data *byte
-	dlen int
-	// klen and ctlen are the lengths of the key and the content type.
-	klen, ctlen uint32
+// rec is what the lru holds for one entry besides its bytes. It has no
+// pointers, so that the records of a million entries are a few objects the
+// collector marks and never scans.
+type rec struct {
+	hash uint64
 	// exp is the value's expiry (with hasExpiry): an offset from the
 	// lru's base on the monotonic clock, or with wallClock Unix
 	// nanoseconds, as Value.Expires had a monotonic reading or not.
 	exp             int64
 	checksum, stamp uint64
 	loaded, size    int64
-	src             Leaser
-	flags           uint8
+	dlen            int64
+	// prev and next link the records from the least recently used
+	// (tail) to the most (head); next also chains the free records.
+	prev, next int32
+	// page and off are where the entry's bytes start (after their
+	// header); page is noRecord for a free record.
+	page int32
+	off  uint32
+	// klen and ctlen are the lengths of the key and the content type; the
+	// extras (with hasExtra) and a value of at most packMax bytes follow
+	// them.
+	klen, ctlen uint32
+	flags       uint16
 }
 
-// slot flags.
+// rec flags.
 const (
 	notFound  = 1 << iota
 	fallback  // entry.fallback
 	hasExpiry // exp is set
 	wallClock // exp is on the wall clock
-	hasExtra  // mem holds StaleWhileRevalidate, StaleIfError and Age
+	hasExtra  // the bytes hold StaleWhileRevalidate, StaleIfError and Age
 	noStore   // Value.NoStore
 	stale     // Value.Stale
 	nilData   // Value.Data is nil (not merely empty)
+	leased    // src is in lru.srcs
 )
+
+// page is a run of entries' bytes. Bytes once written to a page are never
+// written again, so the keys and values handed out over them stay valid
+// for as long as a reader holds them (the collector keeps the page alive):
+// a removed entry's bytes become dead, and a closed page with much dead is
+// compacted, its live entries copied to the current page, and dropped.
+type page struct {
+	buf []byte
+	// live is how many bytes of buf live entries hold, headers included.
+	live int
+	// closed marks a page nothing more goes into: all of cap(buf) that
+	// is not live is dead. The one page that is not closed, the current
+	// one, is a fixed cost of the lru, as its unused tail is.
+	closed bool
+	// own marks a page of one entry too large to share one: it is never
+	// sparse, as compacting it would only copy it to another of its own.
+	own bool
+}
 
 // expired reports whether e must no longer be served at now.
 func (e *entry) expired(now time.Time) bool {
@@ -124,36 +142,56 @@ func entrySize(key string, v Value) int64 {
 	return n
 }
 
-// hasExtras reports whether v sets a field that an entry keeps in its
-// allocation rather than in its slot.
+// hasExtras reports whether v sets a field that an entry keeps in its bytes
+// rather than in its record.
 func hasExtras(v Value) bool {
 	return v.StaleWhileRevalidate != 0 || v.StaleIfError != 0 || v.Age != 0
 }
 
-// lru is a byte-bounded LRU over golang-lru's simplelru, which bounds
-// entries only: it is given an entry limit it never reaches and lru evicts
-// the least recently used entries itself until the bytes fit. Every removal
-// goes through simplelru's eviction callback, which is the only place bytes
-// decrease, so that bytes always equals the sum of the sizes of the entries
-// simplelru holds. The callback runs under mu but calls no user code.
+// lru is a byte-bounded LRU whose entries the collector does not visit: a
+// map from the key's 64-bit hash (maphash, seeded per lru) to a record
+// index, records in chunks, and keys, content types and small values in
+// pages of bytes, none of which hold pointers. A budget of small values is
+// a million entries; kept as objects with pointers, every collection would
+// visit each of them, and under a memory limit collections are frequent.
+// Only values larger than packMax and hot copies' leases are referenced
+// from maps with pointers, one entry per such value.
 //
-// simplelru is keyed by the key's 64-bit hash (maphash, seeded per lru),
-// so that its map and list hold no pointer to the key; the key itself is in
-// the slot's allocation, and a lookup compares it. Two keys with the same
-// hash (about one chance in 10^7 among a million keys) cannot both be
-// cached: storing one drops the other, as an eviction would.
-// An lru is safe for concurrent use.
+// bytes is the sum of the live entries' sizes; dead is the bytes of closed
+// pages no live entry holds. Both count against maxBytes, so that the heap
+// follows the budget however the pages fragment; compaction keeps dead
+// under a quarter of each page.
+//
+// Two keys with the same hash (about one chance in 10^7 among a million
+// keys) cannot both be cached: storing one drops the other, as an eviction
+// would. An lru is safe for concurrent use.
 type lru struct {
 	mu       sync.Mutex
 	maxBytes int64 // guarded by mu
 	// staleGrace is how long past their expiry entries are kept to be
 	// served stale (the group's longer stale window; zero for hot copies).
 	staleGrace time.Duration
-	c          *simplelru.LRU[uint64, slot]
-	bytes      int64 // guarded by mu
 	seed       maphash.Seed
-	// base is the origin of the slots' expiries, on the monotonic clock.
-	base time.Time
+	// base is the origin of the records' expiries, on the monotonic clock.
+	base     time.Time
+	pageSize int
+
+	// The rest is guarded by mu.
+	index      map[uint64]int32
+	recs       []*[recChunk]rec
+	free       int32 // first free record, chained by next
+	head, tail int32 // most and least recently used
+	n          int64
+	pages      []*page
+	freePages  []int32
+	cur        int32   // the page entries are added to; noRecord: none yet
+	sparse     []int32 // pages closed sparse, to be compacted
+	big        map[int32]*byte
+	srcs       map[int32]Leaser
+	bytes      int64
+	dead       int64
+	// compactions counts the pages compacted, for tests.
+	compactions int64
 
 	evictions atomic.Int64
 }
@@ -161,23 +199,86 @@ type lru struct {
 // newLRU returns an lru holding at most maxBytes; maxBytes <= 0 makes an lru
 // that stores nothing (a disabled hot cache).
 func newLRU(maxBytes int64) *lru {
-	l := &lru{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now()}
-	// simplelru rejects only a size <= 0, so this cannot fail.
-	c, err := simplelru.NewLRU(math.MaxInt, func(_ uint64, s slot) {
-		l.bytes -= s.size
-	})
-	if err != nil {
-		panic("cache: simplelru.NewLRU: " + err.Error())
+	ps := int64(pageMax)
+	for ps > pageMin && ps > maxBytes/16 {
+		ps /= 2
 	}
-	l.c = c
+	l := &lru{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
+	l.reset()
 	return l
+}
+
+// reset drops every entry. The caller holds mu (or owns l).
+func (l *lru) reset() {
+	l.index = make(map[uint64]int32)
+	l.recs, l.free, l.head, l.tail, l.n = nil, noRecord, noRecord, noRecord, 0
+	l.pages, l.freePages, l.cur, l.sparse = nil, nil, noRecord, nil
+	l.big, l.srcs = make(map[int32]*byte), make(map[int32]Leaser)
+	l.bytes, l.dead = 0, 0
 }
 
 func (l *lru) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
-// clock returns now on s.exp's clock.
-func (l *lru) clock(s *slot, now time.Time) int64 {
-	if s.flags&wallClock != 0 {
+// rec returns record id.
+func (l *lru) rec(id int32) *rec { return &l.recs[id/recChunk][id%recChunk] }
+
+// view is what decode needs of an entry, copied under mu: its record, its
+// page and, as the record says, its large value and its lease. The bytes
+// it refers to are never written again, so it is read without the lock.
+type view struct {
+	rec
+	buf  []byte
+	data *byte
+	src  Leaser
+}
+
+// view returns record id's view. The caller holds mu.
+func (l *lru) view(id int32) view {
+	v := view{rec: *l.rec(id)}
+	v.buf = l.pages[v.page].buf
+	if v.dlen > packMax {
+		v.data = l.big[id]
+	}
+	if v.flags&leased != 0 {
+		v.src = l.srcs[id]
+	}
+	return v
+}
+
+// bytesAt returns n bytes of r's in buf, from off on, with no capacity
+// beyond them.
+func bytesAt(buf []byte, r *rec, off, n int) []byte {
+	o := int(r.off) + off
+	return buf[o : o+n : o+n]
+}
+
+// key returns r's key. The caller holds mu.
+func (l *lru) key(r *rec) string { return keyIn(l.pages[r.page].buf, r) }
+
+// keyIn returns r's key, whose bytes are in buf.
+func keyIn(buf []byte, r *rec) string {
+	if r.klen == 0 {
+		return ""
+	}
+	return unsafe.String(&bytesAt(buf, r, 0, 1)[0], r.klen)
+}
+
+// packed returns the page bytes of an entry: its header, key, content
+// type, extras and a value of at most packMax bytes.
+func (r *rec) packed() int {
+	n := headLen + int(r.klen) + int(r.ctlen)
+	if r.flags&hasExtra != 0 {
+		n += extraLen
+	}
+	if r.dlen <= packMax {
+		n += int(r.dlen)
+	}
+	return n
+}
+
+// clock returns now on r.exp's clock.
+func (l *lru) clock(r *rec, now time.Time) int64 {
+	if r.flags&wallClock != 0 {
 		return now.UnixNano()
 	}
 	return int64(now.Sub(l.base))
@@ -200,23 +301,40 @@ func (l *lru) expiry(t time.Time) (exp int64, wall bool) {
 	return int64(t.Sub(l.base)), false
 }
 
+// lookup returns the record of key, whose hash is h, or noRecord. The
+// caller holds mu.
+func (l *lru) lookup(h uint64, key string) int32 {
+	id, ok := l.index[h]
+	if !ok || l.key(l.rec(id)) != key {
+		return noRecord
+	}
+	return id
+}
+
 // get returns key's entry and marks it recently used. An entry past its
 // expiry and grace is dropped and reported missing; one within its grace is
 // returned (the caller tells it is stale by its expiry).
 func (l *lru) get(key string) (entry, bool) {
 	h := l.hash(key)
 	l.mu.Lock()
-	s, ok := l.c.Get(h)
-	ok = ok && s.key() == key
-	if ok && s.flags&hasExpiry != 0 && l.clock(&s, time.Now()) >= satAdd(s.exp, int64(max(l.staleGrace, s.graces()))) {
-		l.c.Remove(h)
-		ok = false
-	}
-	l.mu.Unlock()
-	if !ok {
+	id := l.lookup(h, key)
+	if id == noRecord {
+		l.mu.Unlock()
 		return entry{}, false
 	}
-	return l.decode(&s), true
+	r := l.rec(id)
+	if r.flags&hasExpiry != 0 && l.clock(r, time.Now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(l.pages[r.page].buf, r)))) {
+		l.drop(id)
+		l.mu.Unlock()
+		return entry{}, false
+	}
+	if id != l.head {
+		l.unlink(id)
+		l.pushFront(id)
+	}
+	v := l.view(id)
+	l.mu.Unlock()
+	return l.decode(&v), true
 }
 
 // satAdd returns a+b for b >= 0, or math.MaxInt64 where that overflows.
@@ -227,159 +345,59 @@ func satAdd(a, b int64) int64 {
 	return a + b
 }
 
-// key returns the slot's key.
-func (s *slot) key() string {
-	if s.klen == 0 {
-		return ""
-	}
-	return unsafe.String(s.mem, s.klen)
-}
-
-// at returns the byte at offset off of mem.
-func (s *slot) at(off uintptr) *byte { return (*byte)(unsafe.Add(unsafe.Pointer(s.mem), off)) }
-
-// extras returns the fields kept in mem (zero without hasExtra).
-func (s *slot) extras() (swr, sie, age time.Duration) {
-	if s.flags&hasExtra == 0 {
+// extras returns the fields kept in r's bytes, which are in buf (zero
+// without hasExtra).
+func extras(buf []byte, r *rec) (swr, sie, age time.Duration) {
+	if r.flags&hasExtra == 0 {
 		return 0, 0, 0
 	}
-	b := unsafe.Slice(s.at(uintptr(s.klen)+uintptr(s.ctlen)), extraLen)
+	b := bytesAt(buf, r, int(r.klen)+int(r.ctlen), extraLen)
 	return time.Duration(binary.LittleEndian.Uint64(b)), time.Duration(binary.LittleEndian.Uint64(b[8:])),
 		time.Duration(binary.LittleEndian.Uint64(b[16:]))
 }
 
-// graces returns the longer of the slot's own stale windows: an entry is
-// kept that long past its expiry, or the LRU's staleGrace if longer, to be
-// served stale.
-func (s *slot) graces() time.Duration {
-	swr, sie, _ := s.extras()
+// graces returns the longer of r's own stale windows: an entry is kept that
+// long past its expiry, or the LRU's staleGrace if longer, to be served
+// stale.
+func graces(buf []byte, r *rec) time.Duration {
+	swr, sie, _ := extras(buf, r)
 	return max(swr, sie)
 }
 
-// decode returns the entry s holds. Its key, content type and Data are
-// over s's allocation, shared with every other reader.
-func (l *lru) decode(s *slot) entry {
-	e := entry{size: s.size, src: s.src, stamp: s.stamp, loaded: s.loaded, from: slotMem{mem: s.mem, data: s.data},
-		notFound: s.flags&notFound != 0, fallback: s.flags&fallback != 0}
-	v := &e.v
-	off := uintptr(s.klen)
-	if s.ctlen > 0 {
-		v.ContentType = unsafe.String(s.at(off), s.ctlen)
+// decode returns the entry v shows. Its key, content type and Data are over
+// the lru's pages (or a large value's own allocation), shared with every
+// other reader.
+func (l *lru) decode(v *view) entry {
+	r := &v.rec
+	e := entry{size: r.size, stamp: r.stamp, loaded: r.loaded, src: v.src,
+		notFound: r.flags&notFound != 0, fallback: r.flags&fallback != 0}
+	val := &e.v
+	off := int(r.klen)
+	if r.ctlen > 0 {
+		val.ContentType = unsafe.String(&bytesAt(v.buf, r, off, 1)[0], r.ctlen)
 	}
-	off += uintptr(s.ctlen)
-	if s.flags&hasExtra != 0 {
-		v.StaleWhileRevalidate, v.StaleIfError, v.Age = s.extras()
+	off += int(r.ctlen)
+	if r.flags&hasExtra != 0 {
+		val.StaleWhileRevalidate, val.StaleIfError, val.Age = extras(v.buf, r)
 		off += extraLen
 	}
-	e.from.n = int(off)
 	switch {
-	case s.data != nil:
-		v.Data = unsafe.Slice(s.data, s.dlen)
-	case s.dlen > 0:
-		v.Data = unsafe.Slice(s.at(off), s.dlen)
-		e.from.n += s.dlen
-	case s.flags&nilData == 0:
-		v.Data = []byte{}
+	case r.dlen > packMax:
+		val.Data = unsafe.Slice(v.data, r.dlen)
+	case r.dlen > 0:
+		val.Data = bytesAt(v.buf, r, off, int(r.dlen))
+	case r.flags&nilData == 0:
+		val.Data = []byte{}
 	}
 	switch {
-	case s.flags&hasExpiry == 0:
-	case s.flags&wallClock != 0:
-		v.Expires = time.Unix(0, s.exp)
+	case r.flags&hasExpiry == 0:
+	case r.flags&wallClock != 0:
+		val.Expires = time.Unix(0, r.exp)
 	default:
-		v.Expires = l.base.Add(time.Duration(s.exp))
+		val.Expires = l.base.Add(time.Duration(r.exp))
 	}
-	v.NoStore, v.Stale, v.Checksum = s.flags&noStore != 0, s.flags&stale != 0, s.checksum
+	val.NoStore, val.Stale, val.Checksum = r.flags&noStore != 0, r.flags&stale != 0, r.checksum
 	return e
-}
-
-// encode returns the slot that holds e for key, its bytes copied into one
-// new allocation (unless e came from a slot and still matches it). ok is
-// false if key or the content type is too long for a slot (4 GiB).
-func (l *lru) encode(key string, e *entry) (s slot, ok bool) {
-	v := &e.v
-	if uint64(len(key)) > math.MaxUint32 || uint64(len(v.ContentType)) > math.MaxUint32 {
-		return slot{}, false
-	}
-	s = slot{dlen: len(v.Data), klen: uint32(len(key)), ctlen: uint32(len(v.ContentType)),
-		checksum: v.Checksum, stamp: e.stamp, loaded: e.loaded, size: e.size, src: e.src}
-	for _, f := range []struct {
-		on   bool
-		flag uint8
-	}{{e.notFound, notFound}, {e.fallback, fallback}, {v.NoStore, noStore}, {v.Stale, stale}, {v.Data == nil, nilData}} {
-		if f.on {
-			s.flags |= f.flag
-		}
-	}
-	if !v.Expires.IsZero() {
-		s.flags |= hasExpiry
-		var wall bool
-		if s.exp, wall = l.expiry(v.Expires); wall {
-			s.flags |= wallClock
-		}
-	}
-	var extra [extraLen]byte
-	xlen := 0
-	if hasExtras(*v) {
-		s.flags |= hasExtra
-		binary.LittleEndian.PutUint64(extra[:], uint64(v.StaleWhileRevalidate))
-		binary.LittleEndian.PutUint64(extra[8:], uint64(v.StaleIfError))
-		binary.LittleEndian.PutUint64(extra[16:], uint64(v.Age))
-		xlen = extraLen
-	}
-	head := len(key) + len(v.ContentType) + xlen
-	if matches(e, key, extra[:xlen]) {
-		s.mem, s.data = e.from.mem, e.from.data
-		return s, true
-	}
-	n := head
-	switch {
-	case len(v.Data) <= packMax:
-		n += len(v.Data)
-	case cap(v.Data)-len(v.Data) > len(v.Data)/8:
-		// Capacity the budget does not see (a value read into a larger
-		// buffer): keep only the bytes.
-		s.data = unsafe.SliceData(bytes.Clone(v.Data))
-	default:
-		s.data = unsafe.SliceData(v.Data)
-	}
-	if n > 0 {
-		b := make([]byte, n)
-		copy(b, key)
-		copy(b[len(key):], v.ContentType)
-		copy(b[len(key)+len(v.ContentType):], extra[:xlen])
-		if s.data == nil {
-			copy(b[head:], v.Data)
-		}
-		s.mem = &b[0]
-	}
-	return s, true
-}
-
-// matches reports whether e, which came from a slot, still holds that
-// slot's key, content type, extra fields and value, laid out as encode
-// would lay them out, so that its allocation can be stored again as it is.
-func matches(e *entry, key string, extra []byte) bool {
-	o, v := e.from, &e.v
-	if o.mem == nil || len(key) == 0 {
-		return false
-	}
-	addr := func(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
-	base := addr(o.mem)
-	head := len(key) + len(v.ContentType) + len(extra)
-	switch {
-	case addr(unsafe.StringData(key)) != base:
-		return false
-	case len(v.ContentType) > 0 && addr(unsafe.StringData(v.ContentType)) != base+uintptr(len(key)):
-		return false
-	case o.data != nil:
-		if head != o.n || len(v.Data) == 0 || unsafe.SliceData(v.Data) != o.data {
-			return false
-		}
-	case head+len(v.Data) != o.n || len(v.Data) > 0 && addr(unsafe.SliceData(v.Data)) != base+uintptr(head):
-		return false
-	}
-	mem := unsafe.Slice(o.mem, o.n)
-	return string(mem[head-len(extra):head]) == string(extra)
 }
 
 // guard is what a load read before it began: the key's write epoch and the
@@ -402,35 +420,294 @@ func (g guard) holds() bool {
 // the whole budget is not stored, but still replaces (removes) the old
 // entry. add reports whether e was stored.
 //
-// The entry's key and bytes are copied (outside the lock), so that a key
-// cut from a request line does not hold the whole line alive, uncounted,
-// and a small value shares one allocation with its key.
+// The entry's key, content type and a small value are copied into the
+// lru's pages, so that a key cut from a request line does not hold the
+// whole line alive, uncounted; a large value is kept as it is, unless it
+// sits in a buffer much larger than itself.
 func (l *lru) add(key string, e entry, g guard) bool {
 	// Once per store, outside the lock, rather than once per read.
 	e.v.Checksum = Checksum(e.v.Data)
+	var data *byte
+	if d := e.v.Data; len(d) > packMax {
+		if cap(d)-len(d) > len(d)/8 {
+			// Capacity the budget does not see (a value read into a
+			// larger buffer): keep only the bytes.
+			d = bytes.Clone(d)
+		}
+		data = unsafe.SliceData(d)
+	}
 	h := l.hash(key)
-	s, encoded := l.encode(key, &e)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !g.holds() {
 		return false
 	}
-	// Remove first, so the callback subtracts the old entry's size: simplelru's
-	// Add on an existing key replaces the value without a callback. (It
-	// may be another key's, with the same hash: that one is dropped.)
-	l.c.Remove(h)
-	if !encoded || e.size > l.maxBytes {
+	return l.put(h, key, &e, data)
+}
+
+// put is add under mu, for key's hash h (which tests choose, to make two
+// keys collide). data is the large value's allocation, if any.
+func (l *lru) put(h uint64, key string, e *entry, data *byte) bool {
+	// Whatever is stored under h (key's own entry, or a colliding key's)
+	// is replaced, not kept beside it.
+	if old, ok := l.index[h]; ok {
+		l.drop(old)
+	}
+	v := &e.v
+	if len(v.Data) > packMax && data == nil {
+		data = unsafe.SliceData(v.Data)
+	}
+	xlen := 0
+	if hasExtras(*v) {
+		xlen = extraLen
+	}
+	n := len(key) + len(v.ContentType) + xlen
+	if data == nil {
+		n += len(v.Data)
+	}
+	if e.size > l.maxBytes || uint64(headLen+n) > math.MaxUint32 {
 		return false
 	}
-	l.c.Add(h, s)
-	l.bytes += e.size
-	for l.bytes > l.maxBytes {
-		if _, _, ok := l.c.RemoveOldest(); !ok {
-			break
+	id := l.newRec()
+	r := l.rec(id)
+	*r = rec{hash: h, checksum: v.Checksum, stamp: e.stamp, loaded: e.loaded, size: e.size,
+		dlen: int64(len(v.Data)), klen: uint32(len(key)), ctlen: uint32(len(v.ContentType))}
+	for _, f := range []struct {
+		on   bool
+		flag uint16
+	}{{e.notFound, notFound}, {e.fallback, fallback}, {v.NoStore, noStore}, {v.Stale, stale}, {v.Data == nil, nilData},
+		{xlen > 0, hasExtra}, {e.src != nil, leased}} {
+		if f.on {
+			r.flags |= f.flag
 		}
+	}
+	if !v.Expires.IsZero() {
+		r.flags |= hasExpiry
+		var wall bool
+		if r.exp, wall = l.expiry(v.Expires); wall {
+			r.flags |= wallClock
+		}
+	}
+	r.page, r.off = l.reserve(id, n)
+	b := l.pages[r.page].buf[r.off : int(r.off)+n]
+	b = b[copy(b, key):]
+	b = b[copy(b, v.ContentType):]
+	if xlen > 0 {
+		binary.LittleEndian.PutUint64(b, uint64(v.StaleWhileRevalidate))
+		binary.LittleEndian.PutUint64(b[8:], uint64(v.StaleIfError))
+		binary.LittleEndian.PutUint64(b[16:], uint64(v.Age))
+		b = b[xlen:]
+	}
+	if data != nil {
+		l.big[id] = data
+	} else {
+		copy(b, v.Data)
+	}
+	if e.src != nil {
+		l.srcs[id] = e.src
+	}
+	l.settle()
+	l.index[h] = id
+	l.pushFront(id)
+	l.n++
+	l.bytes += e.size
+	for l.bytes+l.dead > l.maxBytes && l.tail != id {
+		l.drop(l.tail)
 		l.evictions.Add(1)
 	}
 	return true
+}
+
+// newRec returns a free record, growing the records by a chunk if none is.
+func (l *lru) newRec() int32 {
+	if l.free == noRecord {
+		base := int32(len(l.recs) * recChunk)
+		c := new([recChunk]rec)
+		for i := range c {
+			c[i] = rec{page: noRecord, next: base + int32(i) + 1}
+		}
+		c[recChunk-1].next = noRecord
+		l.recs = append(l.recs, c)
+		l.free = base
+	}
+	id := l.free
+	l.free = l.rec(id).next
+	return id
+}
+
+// reserve returns room for n bytes of record id's entry, after their
+// header: in the current page, or in a new one if they do not fit there,
+// or in a page of their own if they need more than 1/compactOf of one. That
+// bound is what keeps compaction finite: a page closes when the next entry
+// does not fit, so one that took only live entries (as a compaction's
+// destination does) closes more than (compactOf-1)/compactOf live, which is
+// not sparse.
+func (l *lru) reserve(id int32, n int) (pi int32, off uint32) {
+	need := headLen + n
+	switch {
+	case need*compactOf > l.pageSize:
+		pi = l.addPage(need)
+		l.pages[pi].own = true
+		defer l.closePage(pi)
+	case l.cur == noRecord || len(l.pages[l.cur].buf)+need > cap(l.pages[l.cur].buf):
+		if l.cur != noRecord {
+			l.closePage(l.cur)
+		}
+		l.cur = l.addPage(l.pageSize)
+		fallthrough
+	default:
+		pi = l.cur
+	}
+	p := l.pages[pi]
+	o := len(p.buf)
+	p.buf = p.buf[:o+need]
+	binary.LittleEndian.PutUint32(p.buf[o:], uint32(id))
+	binary.LittleEndian.PutUint32(p.buf[o+4:], uint32(n))
+	p.live += need
+	return pi, uint32(o + headLen)
+}
+
+// addPage adds a page of at least size bytes (all of its allocation's size
+// class) and returns its index.
+func (l *lru) addPage(size int) int32 {
+	p := &page{buf: slices.Grow([]byte(nil), size)}
+	if k := len(l.freePages); k > 0 {
+		pi := l.freePages[k-1]
+		l.freePages = l.freePages[:k-1]
+		l.pages[pi] = p
+		return pi
+	}
+	l.pages = append(l.pages, p)
+	return int32(len(l.pages) - 1)
+}
+
+// closePage ends additions to page pi: all of it that is not live, its
+// unused tail included, becomes dead.
+func (l *lru) closePage(pi int32) {
+	p := l.pages[pi]
+	l.dead += int64(cap(p.buf) - p.live)
+	p.closed = true
+	if pi == l.cur {
+		l.cur = noRecord
+	}
+	if l.isSparse(p) {
+		l.sparse = append(l.sparse, pi)
+	}
+}
+
+// sparse_ reports whether closed page p is to be compacted.
+func (l *lru) isSparse(p *page) bool {
+	return p.closed && !p.own && p.live*compactOf < cap(p.buf)*compactLive
+}
+
+// settle compacts the pages closed sparse, which pages closed by
+// compacting them may add to. It runs after each change of the pages that
+// may close one (an entry stored, an entry dropped), so that between
+// them no closed page is sparse.
+func (l *lru) settle() {
+	for k := len(l.sparse); k > 0; k = len(l.sparse) {
+		pi := l.sparse[k-1]
+		l.sparse = l.sparse[:k-1]
+		// It may have been dropped since, its index given to another.
+		if p := l.pages[pi]; p != nil && l.isSparse(p) {
+			l.compact(pi)
+		}
+	}
+}
+
+// drop removes record id: from the index and the list, its bytes dead. The
+// caller holds mu.
+func (l *lru) drop(id int32) {
+	r := l.rec(id)
+	l.unlink(id)
+	delete(l.index, r.hash)
+	if r.flags&leased != 0 {
+		delete(l.srcs, id)
+	}
+	if r.dlen > packMax {
+		delete(l.big, id)
+	}
+	l.n--
+	l.bytes -= r.size
+	pi, need := r.page, r.packed()
+	*r = rec{page: noRecord, next: l.free}
+	l.free = id
+	p := l.pages[pi]
+	p.live -= need
+	if p.closed {
+		l.dead += int64(need)
+	}
+	switch {
+	case p.live == 0:
+		l.freePage(pi)
+	case l.isSparse(p):
+		l.compact(pi)
+	}
+	l.settle()
+}
+
+// compact copies the live entries of closed page pi to the current page
+// and drops pi. The copies' records point at them; a reader still holding
+// the old bytes keeps them, unchanged.
+func (l *lru) compact(pi int32) {
+	l.compactions++
+	p := l.pages[pi]
+	for o := 0; o+headLen <= len(p.buf); {
+		id := int32(binary.LittleEndian.Uint32(p.buf[o:]))
+		n := int(binary.LittleEndian.Uint32(p.buf[o+4:]))
+		at := o + headLen
+		o = at + n
+		r := l.rec(id)
+		if r.page != pi || int(r.off) != at {
+			continue // dead bytes
+		}
+		npi, noff := l.reserve(id, n)
+		copy(l.pages[npi].buf[noff:int(noff)+n], p.buf[at:at+n])
+		r.page, r.off = npi, noff
+		p.live -= headLen + n
+		l.dead += int64(headLen + n)
+	}
+	l.freePage(pi)
+}
+
+// freePage drops page pi, which no live entry holds.
+func (l *lru) freePage(pi int32) {
+	if p := l.pages[pi]; p.closed {
+		l.dead -= int64(cap(p.buf))
+	}
+	l.pages[pi] = nil
+	l.freePages = append(l.freePages, pi)
+	if pi == l.cur {
+		l.cur = noRecord
+	}
+}
+
+// unlink takes record id out of the recency list.
+func (l *lru) unlink(id int32) {
+	r := l.rec(id)
+	if r.prev != noRecord {
+		l.rec(r.prev).next = r.next
+	} else {
+		l.tail = r.next
+	}
+	if r.next != noRecord {
+		l.rec(r.next).prev = r.prev
+	} else {
+		l.head = r.prev
+	}
+	r.prev, r.next = noRecord, noRecord
+}
+
+// pushFront makes record id the most recently used.
+func (l *lru) pushFront(id int32) {
+	r := l.rec(id)
+	r.prev, r.next = l.head, noRecord
+	if l.head != noRecord {
+		l.rec(l.head).next = id
+	} else {
+		l.tail = id
+	}
+	l.head = id
 }
 
 // fits reports whether an entry of size bytes for key would be stored
@@ -439,11 +716,11 @@ func (l *lru) fits(key string, size int64) bool {
 	h := l.hash(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	free := l.maxBytes - l.bytes
+	free := l.maxBytes - l.bytes - l.dead
 	// Whatever is stored under key's hash (key's own entry, or a colliding
 	// key's) is replaced, not kept beside it.
-	if old, ok := l.c.Peek(h); ok {
-		free += old.size
+	if id, ok := l.index[h]; ok {
+		free += l.rec(id).size
 	}
 	return size <= free
 }
@@ -452,8 +729,8 @@ func (l *lru) fits(key string, size int64) bool {
 func (l *lru) remove(key string) {
 	h := l.hash(key)
 	l.mu.Lock()
-	if s, ok := l.c.Peek(h); ok && s.key() == key {
-		l.c.Remove(h)
+	if id := l.lookup(h, key); id != noRecord {
+		l.drop(id)
 	}
 	l.mu.Unlock()
 }
@@ -464,6 +741,19 @@ type keyed struct {
 	e   entry
 }
 
+// each calls f with every record, least recently used first, until f
+// returns false; f may drop the record it is given. The caller holds mu.
+func (l *lru) each(f func(id int32, r *rec) bool) {
+	for id := l.tail; id != noRecord; {
+		r := l.rec(id)
+		next := r.next
+		if !f(id, r) {
+			return
+		}
+		id = next
+	}
+}
+
 // takeIf removes every entry for which take returns true and returns them,
 // least recently used first. take runs under mu: it must be quick and call
 // no user code.
@@ -471,13 +761,14 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []keyed
-	for _, h := range l.c.Keys() {
-		s, _ := l.c.Peek(h)
-		if k := s.key(); take(k) {
-			l.c.Remove(h)
-			out = append(out, keyed{k, l.decode(&s)})
+	l.each(func(id int32, r *rec) bool {
+		if k := l.key(r); take(k) {
+			v := l.view(id)
+			out = append(out, keyed{k, l.decode(&v)})
+			l.drop(id)
 		}
-	}
+		return true
+	})
 	return out
 }
 
@@ -486,11 +777,10 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 func (l *lru) newest(n int) []keyed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hs := l.c.Keys()
-	out := make([]keyed, 0, min(n, len(hs)))
-	for i := len(hs) - 1; i >= 0 && len(out) < n; i-- {
-		s, _ := l.c.Peek(hs[i])
-		out = append(out, keyed{s.key(), l.decode(&s)})
+	out := make([]keyed, 0, min(int64(n), l.n))
+	for id := l.head; id != noRecord && len(out) < n; id = l.rec(id).prev {
+		v := l.view(id)
+		out = append(out, keyed{keyIn(v.buf, &v.rec), l.decode(&v)})
 	}
 	return out
 }
@@ -498,11 +788,12 @@ func (l *lru) newest(n int) []keyed {
 // entries returns every key and its entry, least recently used first,
 // without marking them used. The caller holds mu.
 func (l *lru) entries() ([]string, []entry) {
-	ss := l.c.Values()
-	keys, es := make([]string, len(ss)), make([]entry, len(ss))
-	for i := range ss {
-		keys[i], es[i] = ss[i].key(), l.decode(&ss[i])
-	}
+	keys, es := make([]string, 0, l.n), make([]entry, 0, l.n)
+	l.each(func(id int32, r *rec) bool {
+		v := l.view(id)
+		keys, es = append(keys, keyIn(v.buf, r)), append(es, l.decode(&v))
+		return true
+	})
 	return keys, es
 }
 
@@ -511,11 +802,11 @@ func (l *lru) entries() ([]string, []entry) {
 func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
 	h := l.hash(key)
 	l.mu.Lock()
-	if s, ok := l.c.Peek(h); ok && s.key() == key {
-		l.mu.Unlock()
+	id := l.lookup(h, key)
+	l.mu.Unlock()
+	if id != noRecord {
 		return false
 	}
-	l.mu.Unlock()
 	// Another add may slip in between: it stores a value at least as new
 	// (a write or a load), and this one then replaces it only if the guard
 	// still holds, which a write would have broken.
@@ -528,10 +819,8 @@ func (l *lru) setMax(maxBytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxBytes = maxBytes
-	for l.bytes > l.maxBytes {
-		if _, _, ok := l.c.RemoveOldest(); !ok {
-			break
-		}
+	for l.bytes+l.dead > l.maxBytes && l.n > 0 {
+		l.drop(l.tail)
 		l.evictions.Add(1)
 	}
 }
@@ -546,7 +835,7 @@ func (l *lru) budget() int64 {
 // clear drops every entry.
 func (l *lru) clear() {
 	l.mu.Lock()
-	l.c.Purge()
+	l.reset()
 	l.mu.Unlock()
 }
 
@@ -556,12 +845,13 @@ func (l *lru) removeIf(drop func(key string) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for _, h := range l.c.Keys() {
-		if s, _ := l.c.Peek(h); drop(s.key()) {
-			l.c.Remove(h)
+	l.each(func(id int32, r *rec) bool {
+		if drop(l.key(r)) {
+			l.drop(id)
 			n++
 		}
-	}
+		return true
+	})
 	return n
 }
 
@@ -569,7 +859,7 @@ func (l *lru) removeIf(drop func(key string) bool) int {
 func (l *lru) usage() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.bytes, int64(l.c.Len())
+	return l.bytes, l.n
 }
 
 // check recomputes bytes and items by walking the live entries; tests
@@ -577,9 +867,10 @@ func (l *lru) usage() (bytes, items int64) {
 func (l *lru) check() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, s := range l.c.Values() {
-		bytes += s.size
+	l.each(func(_ int32, r *rec) bool {
+		bytes += r.size
 		items++
-	}
+		return true
+	})
 	return bytes, items
 }

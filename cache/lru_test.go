@@ -2,9 +2,13 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +17,8 @@ import (
 	"testing/synctest"
 	"time"
 	"unsafe"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // assertAccounting checks the invariant: reported bytes and items equal the
@@ -27,6 +33,69 @@ func assertAccounting(t *testing.T, l *lru) {
 	if bytes > l.maxBytes {
 		t.Fatalf("bytes %d > maxBytes %d", bytes, l.maxBytes)
 	}
+	if err := l.verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// verify checks the pages against the records: every live record's bytes
+// are where its header says, each page's live count is what its records
+// hold, dead is what the pages hold beyond that, and it fits the budget
+// with bytes (unless one entry alone is left over it).
+func (l *lru) verify() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	live := make([]int, len(l.pages))
+	var err error
+	l.each(func(id int32, r *rec) bool {
+		p := l.pages[r.page]
+		h := p.buf[r.off-headLen:]
+		if got, n := int32(binary.LittleEndian.Uint32(h)), int(binary.LittleEndian.Uint32(h[4:])); got != id || headLen+n != r.packed() {
+			err = fmt.Errorf("record %d: header says record %d, %d bytes; the record needs %d", id, got, n, r.packed())
+			return false
+		}
+		if l.index[r.hash] != id {
+			err = fmt.Errorf("record %d: not in the index", id)
+			return false
+		}
+		live[r.page] += r.packed()
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	var dead int64
+	for i, p := range l.pages {
+		if p == nil {
+			continue
+		}
+		if p.live != live[i] {
+			return fmt.Errorf("page %d: live %d, its records hold %d", i, p.live, live[i])
+		}
+		if p.live == 0 {
+			return fmt.Errorf("page %d: kept with nothing live", i)
+		}
+		if p.closed {
+			dead += int64(cap(p.buf) - p.live)
+		} else if int32(i) != l.cur {
+			return fmt.Errorf("page %d: open, but not the current page %d", i, l.cur)
+		}
+	}
+	for i, p := range l.pages {
+		if p != nil && l.isSparse(p) {
+			return fmt.Errorf("page %d: closed with %d of %d bytes live, not compacted", i, p.live, cap(p.buf))
+		}
+	}
+	if dead != l.dead {
+		return fmt.Errorf("dead = %d, the pages hold %d", l.dead, dead)
+	}
+	if l.bytes+l.dead > l.maxBytes && l.n > 1 {
+		return fmt.Errorf("bytes %d + dead %d > maxBytes %d", l.bytes, l.dead, l.maxBytes)
+	}
+	if len(l.index) != int(l.n) {
+		return fmt.Errorf("index holds %d, n = %d", len(l.index), l.n)
+	}
+	return nil
 }
 
 func val(n int) Value { return Value{Data: make([]byte, n)} }
@@ -253,6 +322,11 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 				charged += e.size
 				l.add(k, e, guard{})
 			}
+			// The budget is charged the pages' dead bytes as well (here
+			// the tails of full pages).
+			l.mu.Lock()
+			charged += l.dead
+			l.mu.Unlock()
 			runtime.GC()
 			runtime.ReadMemStats(&after)
 			heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
@@ -354,8 +428,9 @@ func TestLRUKeepsEveryField(t *testing.T) {
 }
 
 // TestLRUMovesWithoutCopying takes entries out of one LRU and adds them to
-// another, as a hand-off does: their bytes move, they are not copied, and
-// an entry changed in between is copied.
+// another, as a hand-off does: a large value moves, its bytes not copied;
+// a small one is copied into the other LRU's pages; an entry changed in
+// between is stored as changed.
 func TestLRUMovesWithoutCopying(t *testing.T) {
 	t.Parallel()
 	from, to := newLRU(1<<20), newLRU(1<<20)
@@ -367,25 +442,23 @@ func TestLRUMovesWithoutCopying(t *testing.T) {
 		key := "key" + strconv.Itoa(i)
 		from.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
 	}
-	from.add("changed", entry{v: Value{Data: []byte("old")}, size: entrySize("changed", Value{Data: []byte("old")})}, guard{})
+	from.add("changed", entry{v: Value{Data: bytes.Repeat([]byte("o"), 2*packMax)}, size: entrySize("changed", val(2*packMax))}, guard{})
 	for _, m := range from.takeIf(func(string) bool { return true }) {
 		e := m.e
 		if m.key == "changed" {
-			e.v.Data = []byte("new")
+			e.v.Data = bytes.Repeat([]byte("n"), 2*packMax)
 		}
 		if !to.add(m.key, e, guard{}) {
 			t.Fatalf("%s not stored", m.key)
 		}
 		got, _ := to.get(m.key)
-		moved := got.from.mem == m.e.from.mem && unsafe.StringData(got.v.ContentType) == unsafe.StringData(m.e.v.ContentType)
-		if len(m.e.v.Data) > 0 {
-			moved = moved && unsafe.SliceData(got.v.Data) == unsafe.SliceData(m.e.v.Data)
-		}
-		if want := m.key != "changed"; moved != want {
+		moved := len(m.e.v.Data) > 0 && unsafe.SliceData(got.v.Data) == unsafe.SliceData(m.e.v.Data)
+		if want := len(m.e.v.Data) > packMax && m.key != "changed"; moved != want {
 			t.Errorf("%s: moved without a copy = %v, want %v", m.key, moved, want)
 		}
-		if m.key == "changed" && string(got.v.Data) != "new" {
-			t.Errorf("changed: Data = %q", got.v.Data)
+		if want := e.v.Data; !bytes.Equal(got.v.Data, want) || got.v.StaleIfError != e.v.StaleIfError {
+			t.Errorf("%s: Data = %.20q (%d bytes), StaleIfError %v; want %.20q (%d bytes), %v", m.key,
+				got.v.Data, len(got.v.Data), got.v.StaleIfError, want, len(want), e.v.StaleIfError)
 		}
 	}
 	assertAccounting(t, from)
@@ -401,9 +474,9 @@ func TestLRUHashCollision(t *testing.T) {
 	l := newLRU(1 << 20)
 	other := Value{Data: []byte("other's")}
 	o := entry{v: other, size: entrySize("other", other)}
-	s, _ := l.encode("other", &o)
-	l.c.Add(l.hash("key"), s)
-	l.bytes += o.size
+	l.mu.Lock()
+	l.put(l.hash("key"), "other", &o, nil)
+	l.mu.Unlock()
 	if _, ok := l.get("key"); ok {
 		t.Fatal("key found: it has another key's entry")
 	}
@@ -420,5 +493,103 @@ func TestLRUHashCollision(t *testing.T) {
 	if b, n := l.usage(); n != 1 || b != entrySize("key", val(3)) {
 		t.Fatalf("usage() = %d, %d: the other key's entry should have been dropped", b, n)
 	}
+	assertAccounting(t, l)
+}
+
+// TestLRUCompactsPages churns an LRU whose pages fill and fragment: keys
+// written again and again with values of every size, removed, read and
+// evicted, next to golang-lru's simplelru as the reference for recency.
+// After every step the pages agree with the records, no closed page is
+// left sparse, and the keys are simplelru's, in its order, less the least
+// recently used ones that the bytes evicted; every read returns the last
+// value written; and bytes a reader was handed before compactions moved
+// their entry are still the bytes it was handed.
+//
+// The small budget has pages of pageMin bytes, so that many entries need a
+// page of their own, which a size class rounds up.
+func TestLRUCompactsPages(t *testing.T) {
+	t.Parallel()
+	for _, budget := range []int64{256 << 10, 16 << 10} {
+		t.Run(strconv.FormatInt(budget, 10), func(t *testing.T) {
+			t.Parallel()
+			churn(t, newLRU(budget))
+		})
+	}
+}
+
+func churn(t *testing.T, l *lru) {
+	ref, err := simplelru.NewLRU[string, []byte](math.MaxInt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	value := func(key string, version int, size int) []byte {
+		b := make([]byte, size)
+		for i := range b {
+			b[i] = key[i%len(key)] + byte(version)
+		}
+		return b
+	}
+	type held struct {
+		key  string
+		data []byte // as handed out
+		want []byte // a copy, as it was
+	}
+	var readers []held
+	for step := range 20000 {
+		key := "k" + strconv.Itoa(rng.IntN(400))
+		switch op := rng.IntN(10); {
+		case op < 6:
+			size := rng.IntN(3 * packMax)
+			if rng.IntN(4) > 0 {
+				size = rng.IntN(200)
+			}
+			v := Value{Data: value(key, step, size), ContentType: "text/plain"}
+			if !l.add(key, entry{v: v, size: entrySize(key, v)}, guard{}) {
+				t.Fatalf("step %d: %s not stored", step, key)
+			}
+			ref.Add(key, v.Data)
+		case op < 7:
+			l.remove(key)
+			ref.Remove(key)
+		default:
+			e, ok := l.get(key)
+			want, wok := ref.Get(key)
+			if ok != wok || !bytes.Equal(e.v.Data, want) {
+				t.Fatalf("step %d: %s = %v, %d bytes; want %v, the %d written last", step, key, ok, len(e.v.Data), wok, len(want))
+			}
+			if ok && len(readers) < 200 && len(e.v.Data) > 0 {
+				readers = append(readers, held{key, e.v.Data, bytes.Clone(e.v.Data)})
+			}
+		}
+		l.mu.Lock()
+		var keys []string
+		l.each(func(_ int32, r *rec) bool {
+			keys = append(keys, l.key(r))
+			return true
+		})
+		l.mu.Unlock()
+		for ref.Len() > len(keys) {
+			ref.RemoveOldest()
+		}
+		if got, want := keys, ref.Keys(); !slices.Equal(got, want) {
+			t.Fatalf("step %d: keys, least recently used first:\n%q\nwant (simplelru's)\n%q", step, got, want)
+		}
+		if err := l.verify(); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	for _, r := range readers {
+		if !bytes.Equal(r.data, r.want) {
+			t.Fatalf("bytes handed out for %s changed under their reader", r.key)
+		}
+	}
+	l.mu.Lock()
+	compactions, pages := l.compactions, len(l.pages)
+	l.mu.Unlock()
+	if compactions == 0 || l.evictions.Load() == 0 {
+		t.Fatalf("%d pages compacted, %d entries evicted: the churn did not do what it is for", compactions, l.evictions.Load())
+	}
+	t.Logf("%d compactions, %d evictions, %d pages", compactions, l.evictions.Load(), pages)
 	assertAccounting(t, l)
 }

@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -107,4 +109,50 @@ func BenchmarkGetMiss(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// lruKeys fills a new lru of budget bytes with size-byte values under keys
+// that overflow it by 3/8 (as deploy/bench/memory.sh does) and returns it
+// with the keys.
+func lruKeys(budget int64, size int) (*lru, []string) {
+	l := newLRU(budget)
+	keys := make([]string, int(1.375*float64(budget)/float64(size+entryOverhead+11)))
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(1000000+i)
+		addVal(l, keys[i], size)
+	}
+	return l, keys
+}
+
+// BenchmarkLRUChurn reads random keys of a full lru whose keys overflow it
+// by 3/8, storing each miss, which evicts: about 3 reads in 4 hit. It is
+// the main cache's share of deploy/bench/memory.sh's reads.
+func BenchmarkLRUChurn(b *testing.B) {
+	for _, size := range []int{100, 1024} {
+		b.Run("value="+strconv.Itoa(size), func(b *testing.B) {
+			l, keys := lruKeys(64<<20, size)
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			for b.Loop() {
+				k := keys[rng.IntN(len(keys))]
+				if _, ok := l.get(k); !ok {
+					addVal(l, k, size)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCollectFullCache times one full collection of a heap that holds
+// a full 256 MiB lru of 100-byte values: what every cycle of the collector
+// costs a node with such a budget, and under a memory limit cycles are
+// frequent.
+func BenchmarkCollectFullCache(b *testing.B) {
+	l, _ := lruKeys(256<<20, 100)
+	_, n := l.usage()
+	b.ReportMetric(float64(n), "entries")
+	for b.Loop() {
+		runtime.GC()
+	}
+	runtime.KeepAlive(l)
 }

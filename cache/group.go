@@ -406,6 +406,7 @@ func (g *Group) ringChanged() {
 		}
 	}
 	held, _ := g.handoff.usage()
+	held += g.handoff.deadBytes()
 	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0) - held)
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -741,5 +742,40 @@ func TestOriginRefusingALargeValue(t *testing.T) {
 	}
 	if s := g.Stats(); loads.Load() != 1 || s.TooLarge != 1 || s.Errors != 0 {
 		t.Fatalf("loads %d, TooLarge %d, Errors %d; want 1, 1, 0", loads.Load(), s.TooLarge, s.Errors)
+	}
+}
+
+// TestStatsCountDeadBytes removes one entry in five of full pages: the
+// removed entries' bytes are dead until compaction, Stats reports them, and
+// with the entries they stay within the budget.
+func TestStatsCountDeadBytes(t *testing.T) {
+	t.Parallel()
+	value := make([]byte, 100)
+	g := newTestGroup(t, GroupConfig{MaxBytes: 1 << 20}, func(context.Context, string) (Value, error) {
+		return Value{Data: value}, nil
+	})
+	ctx := context.Background()
+	for i := range 2000 {
+		if _, err := g.Get(ctx, "key"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Full pages' unused tails are dead from the start.
+	before := g.Stats().DeadBytes
+	// One in five removed: no page falls below 3/4 live, so none is
+	// compacted and the removed entries' bytes in closed pages stay dead.
+	removed := 0
+	for i := 0; i < 2000; i += 5 {
+		if _, err := g.Remove(ctx, "key"+strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+		removed++
+	}
+	s := g.Stats()
+	if d := s.DeadBytes - before; d <= 0 || d > int64(removed)*(headLen+int64(len("key0000"))+100) {
+		t.Fatalf("DeadBytes went from %d to %d after removing %d entries of 100 B", before, s.DeadBytes, removed)
+	}
+	if total := s.MainBytes + s.HotBytes + s.DeadBytes; total > g.Config().MaxBytes {
+		t.Fatalf("main %d + hot %d + dead %d = %d > MaxBytes %d", s.MainBytes, s.HotBytes, s.DeadBytes, total, g.Config().MaxBytes)
 	}
 }

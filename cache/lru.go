@@ -855,6 +855,14 @@ func (l *lru) removeIf(drop func(key string) bool) int {
 	return n
 }
 
+// deadBytes returns the bytes of closed pages that no entry holds, until a
+// compaction drops them: they count against the budget with the entries.
+func (l *lru) deadBytes() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
+
 // usage returns the accounted bytes and the number of entries.
 func (l *lru) usage() (bytes, items int64) {
 	l.mu.Lock()

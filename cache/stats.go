@@ -25,6 +25,10 @@ type Stats struct {
 	MainItems     int64 // entries in the main cache (remembered not-founds included)
 	HotBytes      int64 // bytes in the hot cache
 	HotItems      int64 // entries in the hot cache
+	// DeadBytes is the bytes of both caches' pages that no entry holds
+	// until a compaction drops them (under a quarter of each page). They
+	// count against MaxBytes with MainBytes and HotBytes.
+	DeadBytes int64
 }
 
 // counters are a group's live counters; Stats is their snapshot.
@@ -60,5 +64,6 @@ func (g *Group) Stats() Stats {
 	}
 	s.MainBytes, s.MainItems = g.main.usage()
 	s.HotBytes, s.HotItems = g.hot.usage()
+	s.DeadBytes = g.main.deadBytes() + g.hot.deadBytes()
 	return s
 }

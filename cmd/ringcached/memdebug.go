@@ -103,6 +103,7 @@ type memoryInfo struct {
 	Budgets     int64             `json:"budgets"`
 	Need        int64             `json:"need"` // the limit the budgets derive
 	Accounted   int64             `json:"accounted"`
+	Dead        int64             `json:"dead"` // the caches' dead page bytes, counted against the budgets too
 	Groups      []groupMemoryInfo `json:"groups"`
 	HeapLive    uint64            `json:"heap_live"`
 	HeapObjects uint64            `json:"heap_objects"`
@@ -128,6 +129,7 @@ type groupMemoryInfo struct {
 	Budget    int64  `json:"budget"`
 	MainBytes int64  `json:"main_bytes"`
 	HotBytes  int64  `json:"hot_bytes"`
+	DeadBytes int64  `json:"dead_bytes"`
 	Items     int64  `json:"items"`
 }
 
@@ -160,10 +162,11 @@ func (n *node) serveMemory(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, g := range n.groups() {
 		st := g.Stats()
-		gi := groupMemoryInfo{Name: g.Name(), Budget: g.Config().MaxBytes, MainBytes: st.MainBytes, HotBytes: st.HotBytes, Items: st.MainItems + st.HotItems}
+		gi := groupMemoryInfo{Name: g.Name(), Budget: g.Config().MaxBytes, MainBytes: st.MainBytes, HotBytes: st.HotBytes, DeadBytes: st.DeadBytes, Items: st.MainItems + st.HotItems}
 		info.Groups = append(info.Groups, gi)
 		info.Budgets += gi.Budget
 		info.Accounted += gi.MainBytes + gi.HotBytes
+		info.Dead += gi.DeadBytes
 	}
 	info.Need = needMemory(info.Budgets)
 	if info.Accounted > 0 {

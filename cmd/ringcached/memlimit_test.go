@@ -276,7 +276,7 @@ func TestMemoryLimitApplied(t *testing.T) {
 	if info.Limit != 3<<30 || info.Budgets != 16*mib || info.Need != needMemory(16*mib) {
 		t.Fatalf("/debug/memory: limit %d, budgets %d, need %d", info.Limit, info.Budgets, info.Need)
 	}
-	if len(info.Groups) != 1 || info.Groups[0].Items != 10 || info.Accounted <= 10*64 || info.Accounted != info.Groups[0].MainBytes+info.Groups[0].HotBytes {
+	if len(info.Groups) != 1 || info.Groups[0].Items != 10 || info.Accounted <= 10*64 || info.Accounted != info.Groups[0].MainBytes+info.Groups[0].HotBytes || info.Dead != info.Groups[0].DeadBytes {
 		t.Fatalf("/debug/memory groups: %+v, accounted %d", info.Groups, info.Accounted)
 	}
 	if info.HeapLive == 0 || info.RSS == 0 || info.RSSPeak < info.RSS || info.GoTotal < info.HeapObjects {

@@ -346,6 +346,59 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 	}
 }
 
+// TestEntryOverheadMatchesHeapUnderChurn is TestEntryOverheadMatchesHeap
+// the way a node runs: a budget filled past its end and then churned by
+// random reads that store their misses, so that entries are evicted,
+// pages fragment and are compacted, and records are freed and taken again.
+// What the budget is charged (entries and dead page bytes) must stay
+// within 85% to 105% of the heap.
+func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("churns a 32 MiB cache")
+	}
+	const budget = 32 << 20
+	for _, size := range []int{100, 1 << 10} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			l := newLRU(budget)
+			keys := int(1.375 * budget / float64(size+entryOverhead+11))
+			key := func(i int) string { return "key-" + strconv.Itoa(1000000+i) }
+			for i := range keys {
+				addVal(l, key(i), size)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			for range 2 * keys {
+				if k := key(rng.IntN(keys)); !hit(l, k) {
+					addVal(l, k, size)
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			heap := float64(int64(after.HeapAlloc) - int64(before.HeapAlloc))
+			l.mu.Lock()
+			charged, dead, n, compactions := l.bytes+l.dead, l.dead, l.n, l.compactions
+			l.mu.Unlock()
+			runtime.KeepAlive(l)
+			ratio := heap / float64(charged)
+			t.Logf("%d entries of %d B, %.1f%% of the budget dead, %d compactions: heap / charged %.3f", n, size, 100*float64(dead)/budget, compactions, ratio)
+			if compactions == 0 || l.evictions.Load() == 0 {
+				t.Fatalf("%d compactions, %d evictions: the churn did not do what it is for", compactions, l.evictions.Load())
+			}
+			if ratio < 0.85 || ratio > 1.05 {
+				t.Fatalf("heap / charged = %.3f after churn", ratio)
+			}
+		})
+	}
+}
+
+// hit reports whether key is in l.
+func hit(l *lru, key string) bool {
+	_, ok := l.get(key)
+	return ok
+}
+
 // TestLRUKeepsOnlyTheKey stores a key cut from a larger string, as a
 // request's key is cut from its request line: the entry must not keep the
 // larger string alive, which its accounting would not see.

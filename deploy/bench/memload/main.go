@@ -171,7 +171,7 @@ type memoryInfo struct {
 
 // entryBytes approximates what one entry costs the budget, to choose how
 // many keys overflow it.
-func entryBytes(size int) int64 { return int64(size) + 128 + 11 + int64(len(origin.DemoContentType)) }
+func entryBytes(size int) int64 { return int64(size) + 140 + 11 + int64(len(origin.DemoContentType)) }
 
 var readyLine = regexp.MustCompile(`msg="node ready".* addr=(\S+)`)
 

@@ -40,8 +40,9 @@ func assertAccounting(t *testing.T, l *lru) {
 
 // verify checks the pages against the records: every live record's bytes
 // are where its header says, each page's live count is what its records
-// hold, dead is what the pages hold beyond that, and it fits the budget
-// with bytes (unless one entry alone is left over it).
+// hold, no closed page is left sparse, dead is what the pages hold beyond
+// that, and it fits the budget with bytes (unless one entry alone is left
+// over it).
 func (l *lru) verify() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -80,9 +81,7 @@ func (l *lru) verify() error {
 		} else if int32(i) != l.cur {
 			return fmt.Errorf("page %d: open, but not the current page %d", i, l.cur)
 		}
-	}
-	for i, p := range l.pages {
-		if p != nil && l.isSparse(p) {
+		if l.isSparse(p) {
 			return fmt.Errorf("page %d: closed with %d of %d bytes live, not compacted", i, p.live, cap(p.buf))
 		}
 	}

@@ -430,14 +430,10 @@ func (g guard) holds() bool {
 func (l *lru) add(key string, e entry, g guard) bool {
 	// Once per store, outside the lock, rather than once per read.
 	e.v.Checksum = Checksum(e.v.Data)
-	var data *byte
-	if d := e.v.Data; len(d) > packMax {
-		if cap(d)-len(d) > len(d)/8 {
-			// Capacity the budget does not see (a value read into a
-			// larger buffer): keep only the bytes.
-			d = bytes.Clone(d)
-		}
-		data = unsafe.SliceData(d)
+	if d := e.v.Data; len(d) > packMax && cap(d)-len(d) > len(d)/8 {
+		// A large value is kept as it is, but not with capacity the
+		// budget does not see (a value read into a larger buffer).
+		e.v.Data = bytes.Clone(d)
 	}
 	h := l.hash(key)
 	l.mu.Lock()
@@ -445,19 +441,20 @@ func (l *lru) add(key string, e entry, g guard) bool {
 	if !g.holds() {
 		return false
 	}
-	return l.put(h, key, &e, data)
+	return l.put(h, key, &e)
 }
 
 // put is add under mu, for key's hash h (which tests choose, to make two
-// keys collide). data is the large value's allocation, if any.
-func (l *lru) put(h uint64, key string, e *entry, data *byte) bool {
+// keys collide).
+func (l *lru) put(h uint64, key string, e *entry) bool {
 	// Whatever is stored under h (key's own entry, or a colliding key's)
 	// is replaced, not kept beside it.
 	if old, ok := l.index[h]; ok {
 		l.drop(old)
 	}
 	v := &e.v
-	if len(v.Data) > packMax && data == nil {
+	var data *byte // a large value's own allocation, kept as it is
+	if len(v.Data) > packMax {
 		data = unsafe.SliceData(v.Data)
 	}
 	xlen := 0

@@ -527,7 +527,7 @@ func TestLRUHashCollision(t *testing.T) {
 	other := Value{Data: []byte("other's")}
 	o := entry{v: other, size: entrySize("other", other)}
 	l.mu.Lock()
-	l.put(l.hash("key"), "other", &o, nil)
+	l.put(l.hash("key"), "other", &o)
 	l.mu.Unlock()
 	if _, ok := l.get("key"); ok {
 		t.Fatal("key found: it has another key's entry")

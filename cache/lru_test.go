@@ -246,6 +246,70 @@ func TestLRUAccountingUnderConcurrency(t *testing.T) {
 	}
 }
 
+// TestLRUReadersDuringCompaction reads values while other goroutines
+// write, remove and evict, so that pages are compacted and dropped under
+// the readers: every value read holds one byte throughout, as written, and
+// still does once the churn is over. Under -race, a write into bytes a
+// reader was handed is reported as a race.
+func TestLRUReadersDuringCompaction(t *testing.T) {
+	t.Parallel()
+	l := newLRU(64 << 10) // pages of pageMin bytes
+	uniform := func(b []byte) bool { return bytes.Count(b, b[:1]) == len(b) }
+	var wg sync.WaitGroup
+	var bad atomic.Int64
+	for w := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 2))
+			for range 5000 {
+				key := strconv.Itoa(r.IntN(200))
+				if r.IntN(5) == 0 {
+					l.remove(key)
+					continue
+				}
+				v := Value{Data: bytes.Repeat([]byte{byte(r.Uint32())}, 1+r.IntN(400))}
+				l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
+			}
+		})
+	}
+	var held [][]byte
+	var mu sync.Mutex
+	for w := range 4 {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 3))
+			for i := range 5000 {
+				e, ok := l.get(strconv.Itoa(r.IntN(200)))
+				if !ok {
+					continue
+				}
+				if !uniform(e.v.Data) {
+					bad.Add(1)
+				}
+				if i%50 == 0 {
+					mu.Lock()
+					held = append(held, e.v.Data)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d values read with bytes another write put there", n)
+	}
+	for _, d := range held {
+		if !uniform(d) {
+			t.Fatal("a value's bytes changed after it was read")
+		}
+	}
+	l.mu.Lock()
+	compactions := l.compactions
+	l.mu.Unlock()
+	if compactions == 0 || len(held) == 0 {
+		t.Fatalf("%d compactions, %d values held: the churn did not do what it is for", compactions, len(held))
+	}
+	assertAccounting(t, l)
+}
+
 func TestLRUGuardDiscardsStaleAdd(t *testing.T) {
 	t.Parallel()
 	l := newLRU(1 << 20)

@@ -503,21 +503,32 @@ func (g *Group) Handoff(key string) (Value, bool) {
 // here since the last ring change (a write wins over any hand-off). The
 // transport calls it after checking that this node is key's next owner.
 // It reports whether v was stored.
+//
+// A ring change while v is stored voids the store (its guard), as it voids
+// a load; then, if this node still owns key by the new ring, Adopt tries
+// again under it, since no one else will offer v again. A hand-off that
+// raced this node's own ring change (a joiner told of itself last) would
+// otherwise be lost, and the key loaded from the origin.
 func (g *Group) Adopt(key string, v Value) bool {
-	if key == "" || !g.unwrittenSinceRingChange(key) {
-		return false
+	for {
+		if key == "" || !g.unwrittenSinceRingChange(key) {
+			return false
+		}
+		term, ok := g.term()
+		if !ok || !g.storable(v, time.Now()) {
+			return false
+		}
+		i := maphash.String(g.seed, key) % epochStripes
+		ring := g.ring.Load()
+		gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: ring}
+		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
+			g.st.handoffsTaken.Add(1)
+			return true
+		}
+		if _, remote := g.pick(key); g.ring.Load() == ring || remote {
+			return false
+		}
 	}
-	term, ok := g.term()
-	if !ok || !g.storable(v, time.Now()) {
-		return false
-	}
-	i := maphash.String(g.seed, key) % epochStripes
-	gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: g.ring.Load()}
-	if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
-		g.st.handoffsTaken.Add(1)
-		return true
-	}
-	return false
 }
 
 // Newest returns up to n of the main cache's values, most recently used

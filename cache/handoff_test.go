@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -214,4 +215,38 @@ func TestRetiredNodeRefusesWrites(t *testing.T) {
 		t.Fatal("a retired node applied a Remove")
 	}
 	mustGet(t, g, "k", "x")
+}
+
+// TestAdoptDuringRingChanges adopts keys while the ring changes over and
+// over, as a joiner's ring does while its peers already push to it: every
+// adoption of a key this node owns by each ring, absent and never written,
+// is kept, though ring changes void the stores they race.
+func TestAdoptDuringRingChanges(t *testing.T) {
+	t.Parallel()
+	n := New(Config{})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+		return Value{Data: []byte("origin:" + key)}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	changes := 0
+	go func() {
+		defer close(done)
+		for range 2000 {
+			n.RingChanged()
+			changes++
+		}
+	}()
+	refused := 0
+	for i := range 4000 {
+		if !g.Adopt("k"+strconv.Itoa(i), Value{Data: []byte("handed")}) {
+			refused++
+		}
+	}
+	<-done
+	if refused > 0 {
+		t.Fatalf("%d of 4000 adoptions refused during %d ring changes", refused, changes)
+	}
 }

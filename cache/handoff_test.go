@@ -166,10 +166,10 @@ func TestNoHandoffWithANegativeWindow(t *testing.T) {
 	}
 }
 
-// TestAdopt: a value handed over by a leaving node is stored only where the
-// key has no value and was not written since the last ring change.
-func TestAdopt(t *testing.T) {
-	t.Parallel()
+// newOriginGroup returns a node with one group whose origin answers
+// "origin:<key>".
+func newOriginGroup(t *testing.T) (*Node, *Group) {
+	t.Helper()
 	n := New(Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 		return Value{Data: []byte("origin:" + key)}, nil
@@ -177,6 +177,14 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n, g
+}
+
+// TestAdopt: a value handed over by a leaving node is stored only where the
+// key has no value and was not written since the last ring change.
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	n, g := newOriginGroup(t)
 	if !g.Adopt("a", Value{Data: []byte("handed")}) {
 		t.Fatal("Adopt of an absent key refused")
 	}
@@ -223,13 +231,7 @@ func TestRetiredNodeRefusesWrites(t *testing.T) {
 // is kept, though ring changes void the stores they race.
 func TestAdoptDuringRingChanges(t *testing.T) {
 	t.Parallel()
-	n := New(Config{})
-	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
-		return Value{Data: []byte("origin:" + key)}, nil
-	})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, g := newOriginGroup(t)
 	done := make(chan struct{})
 	changes := 0
 	go func() {

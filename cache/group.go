@@ -164,19 +164,13 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 // at once, while one background load refreshes it; within stale-if-error
 // only when the load fails.
 func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
-	now := time.Now()
 	e, ok := g.look(key, remote)
 	var stale *entry
 	if ok {
-		if e.v.Expires.IsZero() || now.Before(e.v.Expires) {
-			return g.hit(e, remote)
+		if v, err, done := g.answer(key, e, remote); done {
+			return v, err
 		}
 		stale = &e
-		if now.Before(e.v.Expires.Add(g.swr(e.v))) {
-			g.revalidate(key)
-			g.st.staleServed.Add(1)
-			return staleValue(e, now), nil
-		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Value{}, err
@@ -194,6 +188,23 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 		return staleValue(*stale, time.Now()), nil
 	}
 	return v, err
+}
+
+// answer serves e, which look found for key, when that needs no load: e is
+// fresh, or stale within its stale-while-revalidate window (it starts the
+// revalidation). done is false when e is too stale.
+func (g *Group) answer(key string, e entry, remote bool) (v Value, err error, done bool) {
+	now := time.Now()
+	if e.v.Expires.IsZero() || now.Before(e.v.Expires) {
+		v, err = g.hit(e, remote)
+		return v, err, true
+	}
+	if now.Before(e.v.Expires.Add(g.swr(e.v))) {
+		g.revalidate(key)
+		g.st.staleServed.Add(1)
+		return staleValue(e, now), nil, true
+	}
+	return Value{}, nil, false
 }
 
 // swr and sie return a value's stale windows: its own, else the group's.

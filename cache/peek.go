@@ -18,3 +18,25 @@ func (g *Group) Cached(key string) bool {
 	}
 	return e.v.Expires.IsZero() || time.Now().Before(e.v.Expires.Add(g.swr(e.v)))
 }
+
+// GetCached is Get for a key that this node's caches answer, as Cached
+// tells them: it returns the value, counted in Stats as Get counts it, and
+// true. For a key they do not answer, or a remembered not-found, it returns
+// false and counts nothing: the caller then calls Get, which loads, asks the
+// owner or reports the not-found. So it never waits for a peer or the
+// origin, and one lookup serves a hit where Cached and then Get take two.
+func (g *Group) GetCached(key string) (Value, bool) {
+	if key == "" {
+		return Value{}, false
+	}
+	_, remote := g.pick(key)
+	e, ok := g.look(key, remote)
+	if !ok || e.notFound {
+		return Value{}, false
+	}
+	v, _, done := g.answer(key, e, remote)
+	if done {
+		g.st.gets.Add(1)
+	}
+	return v, done
+}

@@ -66,3 +66,58 @@ func TestCachedExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestGetCached: GetCached answers what the caches hold exactly as Get
+// would, value and counts alike, and for anything else (a miss, a
+// remembered not-found, a value past its stale window) returns false
+// without counting, so that the Get that follows counts it once.
+func TestGetCached(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		loads := 0
+		g := newTestGroup(t, GroupConfig{NotFoundTTL: time.Hour, StaleWhileRevalidate: time.Minute}, func(_ context.Context, key string) (Value, error) {
+			loads++
+			switch key {
+			case "missing":
+				return Value{}, ErrNotFound
+			case "brief":
+				return Value{Data: []byte("b"), Expires: time.Now().Add(time.Second)}, nil
+			}
+			return Value{Data: []byte(key)}, nil
+		})
+		for _, key := range []string{"k", "missing", "brief"} {
+			before := g.Stats()
+			if _, ok := g.GetCached(key); ok || g.Stats() != before {
+				t.Fatalf("GetCached(%q) before any Get: ok %v, stats %+v then %+v", key, ok, before, g.Stats())
+			}
+			g.Get(t.Context(), key)
+		}
+		// A hit: the same value and the same counts as a Get.
+		before := g.Stats()
+		v, ok := g.GetCached("k")
+		after := g.Stats()
+		if !ok || string(v.Data) != "k" || after.Gets != before.Gets+1 || after.MainHits != before.MainHits+1 {
+			t.Fatalf("GetCached(k) = %q %v; gets %d -> %d, main hits %d -> %d", v.Data, ok, before.Gets, after.Gets, before.MainHits, after.MainHits)
+		}
+		if _, ok := g.GetCached("missing"); ok || g.Stats() != after {
+			t.Fatalf("GetCached of a remembered not-found: ok %v, stats changed %v", ok, g.Stats() != after)
+		}
+		// Past its expiry, within its stale window: served stale, and a
+		// revalidation loads it again.
+		time.Sleep(2 * time.Second)
+		l := loads
+		v, ok = g.GetCached("brief")
+		if !ok || !v.Stale || string(v.Data) != "b" {
+			t.Fatalf("GetCached(brief) past its expiry = %+v %v, want the stale value", v, ok)
+		}
+		synctest.Wait()
+		if loads != l+1 {
+			t.Errorf("%d loads after a stale answer, want 1 (the revalidation)", loads-l)
+		}
+		// Past its stale window too: not an answer.
+		time.Sleep(2 * time.Minute)
+		if _, ok := g.GetCached("brief"); ok {
+			t.Error("GetCached answered past the stale window")
+		}
+	})
+}

@@ -128,6 +128,10 @@ func checkToken(t string) error {
 // WritesOpen reports whether writes need no token.
 func (a *Auth) WritesOpen() bool { return a.state.Load().openWrites }
 
+// readsOpen reports whether a GET or HEAD needs no token: with a nil Auth,
+// or one without read tokens.
+func (a *Auth) readsOpen() bool { return a == nil || len(a.state.Load().read) == 0 }
+
 // Check authorizes r by its method and bearer token. It returns nil, or
 // ErrNoToken or ErrBadToken (401), or ErrWritesDisabled (403) for a write
 // when no write token is configured and writes are not open. Methods other

@@ -117,7 +117,11 @@ func route(r *http.Request) (group, key string, ok bool) {
 	if r.Method == http.MethodConnect {
 		return "", "", false // the mux does not clean CONNECT paths
 	}
-	p := r.URL.EscapedPath()
+	return routePath(r.URL.EscapedPath())
+}
+
+// routePath is route for an escaped path p.
+func routePath(p string) (group, key string, ok bool) {
 	rest, ok := strings.CutPrefix(p, PublicPrefix)
 	if !ok || !isClean(p) {
 		return "", "", false
@@ -252,23 +256,8 @@ var (
 // The headers are set in the map directly, under their canonical names,
 // rather than through Header.Set, which allocates a slice per value.
 func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Value) {
-	sum := v.Checksum
-	if sum == 0 {
-		sum = cache.Checksum(v.Data) // not from a cache, or empty
-	}
 	var buf [80]byte
-	b := appendETag(buf[:0], sum, len(v.Data))
-	tagEnd := len(b)
-	b = strconv.AppendInt(b, int64(len(v.Data)), 10)
-	lenEnd := len(b)
-	expires := !v.NoStore && !v.Stale && !v.Expires.IsZero()
-	if expires {
-		// Round up: a value that expires in 0.4s may be cached for 1s,
-		// rather than max-age=0 telling clients it is already stale.
-		secs := max(0, int64(math.Ceil(v.Expires.Sub(h.now()).Seconds())))
-		b = append(b, "max-age="...)
-		b = strconv.AppendInt(b, secs, 10)
-	}
+	b, tagEnd, lenEnd, expires := h.appendHead(buf[:0], v)
 	s := string(b)
 	tag := s[:tagEnd]
 	vals := make([]string, 4)
@@ -305,6 +294,31 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 	if r.Method != http.MethodHead {
 		w.Write(v.Data)
 	}
+}
+
+// appendHead appends to b what the headers of a 200 for v say besides its
+// content type: the ETag (b[:tagEnd]), the decimal length
+// (b[tagEnd:lenEnd]) and, when expires, the Cache-Control value
+// "max-age=N" (b[lenEnd:]). A value that is no-store or stale has no
+// max-age: its Cache-Control is fixed.
+func (h *Handler) appendHead(b []byte, v cache.Value) (_ []byte, tagEnd, lenEnd int, expires bool) {
+	sum := v.Checksum
+	if sum == 0 {
+		sum = cache.Checksum(v.Data) // not from a cache, or empty
+	}
+	b = appendETag(b, sum, len(v.Data))
+	tagEnd = len(b)
+	b = strconv.AppendInt(b, int64(len(v.Data)), 10)
+	lenEnd = len(b)
+	expires = !v.NoStore && !v.Stale && !v.Expires.IsZero()
+	if expires {
+		// Round up: a value that expires in 0.4s may be cached for 1s,
+		// rather than max-age=0 telling clients it is already stale.
+		secs := max(0, int64(math.Ceil(v.Expires.Sub(h.now()).Seconds())))
+		b = append(b, "max-age="...)
+		b = strconv.AppendInt(b, secs, 10)
+	}
+	return b, tagEnd, lenEnd, expires
 }
 
 // autoLengthMax is the largest body for which net/http sends the

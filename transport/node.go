@@ -85,6 +85,7 @@ type Node struct {
 	log    *slog.Logger
 	pool   *Pool
 	cache  *cache.Node
+	api    *Handler     // the public API alone, for FastServer's hits
 	public http.Handler // the public API with /healthz and /readyz
 	peer   http.Handler
 	all    http.Handler
@@ -94,8 +95,8 @@ type Node struct {
 	requests inflight.Counter // requests through the node's handlers; see track
 
 	mu      sync.Mutex
-	servers []*http.Server // guarded by mu
-	stopped bool           // guarded by mu: Serve refuses once set
+	servers []Server // guarded by mu
+	stopped bool     // guarded by mu: Serve refuses once set
 
 	shutdown    sync.Once
 	shutdownErr error
@@ -141,6 +142,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		pool.Close()
 		return nil, err
 	}
+	n.api = api
 	misc := http.NewServeMux()
 	misc.Handle(PublicPrefix, api) // only for the one path it redirects: /cache to /cache/
 	misc.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -310,12 +312,18 @@ func (n *Node) Serve(ln net.Listener, h http.Handler) error {
 	return srv.Serve(ln)
 }
 
+// Server is what Node.Shutdown stops: an *http.Server or a *FastServer.
+type Server interface {
+	Shutdown(context.Context) error
+	Close() error
+}
+
 // AddServer makes Shutdown stop srv (http.Server.Shutdown, then Close if
 // ctx ends first) once the node has left the ring, before it waits for the
 // loads: for a server configured by the caller (TLS, its own timeouts or
 // listeners) that serves the node's handlers. Serve adds the servers it
 // runs. It returns ErrNodeStopped once Shutdown has begun.
-func (n *Node) AddServer(srv *http.Server) error {
+func (n *Node) AddServer(srv Server) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.stopped {

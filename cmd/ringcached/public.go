@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/transport"
 )
 
@@ -51,6 +54,21 @@ func (c *Config) validatePublic() error {
 	}
 	if p.ReadToken != "" && p.ReadTokenFile != "" {
 		return bad("read-token", "give -read-token or -read-token-file, not both")
+	}
+	switch p.HTTPServer {
+	case serverNetHTTP:
+	case serverFast:
+		// Peer requests need what net/http gives and fasthttpadaptor
+		// does not: informational responses (102 Processing) while the
+		// owner loads.
+		if c.PeerListen == "" {
+			return bad("http-server", "fasthttp needs -peer-listen: the peer routes stay on net/http")
+		}
+		if p.TLSCert != "" {
+			return bad("http-server", "fasthttp serves plain HTTP/1.1: with -tls-cert use net/http")
+		}
+	default:
+		return bad("http-server", "%q: want %s or %s", p.HTTPServer, serverNetHTTP, serverFast)
 	}
 	switch {
 	case p.IdleTimeout <= 0:
@@ -156,6 +174,12 @@ func parseRate(r *float64, v string) error {
 	return nil
 }
 
+// The public listener's HTTP servers (-http-server).
+const (
+	serverNetHTTP = "net/http"
+	serverFast    = "fasthttp"
+)
+
 // setupPublic builds the public API's access rules, TLS certificate and
 // client limits from the configuration, and says at start what they are.
 func (n *node) setupPublic() error {
@@ -213,29 +237,62 @@ func (n *node) capListeners(ls []served) error {
 
 // startServers serves each listener with its handler and the public
 // timeouts, with the public certificate where publicTLS says so.
-func (n *node) startServers(ls []served) {
-	for _, l := range ls {
-		srv := transport.NewServer(l.ln.Addr().String(), l.h)
-		srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
-		srv.IdleTimeout = n.cfg.Public.IdleTimeout
-		srv.ReadHeaderTimeout = n.cfg.Public.ReadHeaderTimeout
-		serve := srv.Serve
-		if l.publicTLS {
-			srv.TLSConfig = transport.ServerTLSConfig(n.cert)
-			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+func (n *node) startServers(ls []served) error {
+	srvs := make([]transport.Server, len(ls))
+	serves := make([]func(net.Listener) error, len(ls))
+	for i, l := range ls {
+		var err error
+		if srvs[i], serves[i], err = n.newServer(l); err != nil {
+			return err
 		}
-		if err := n.tn.AddServer(srv); err != nil {
+	}
+	for i, l := range ls {
+		if err := n.tn.AddServer(srvs[i]); err != nil {
 			l.ln.Close() // the node is stopping already
 			continue
 		}
 		n.served.Add(1)
 		go func() {
 			defer n.served.Done()
-			if err := serve(l.ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := serves[i](l.ln); !errors.Is(err, http.ErrServerClosed) {
 				n.errc <- fmt.Errorf("ringcached: serving %s: %w", l.ln.Addr(), err)
 			}
 		}()
 	}
+	return nil
+}
+
+// newServer returns the server of l and the function that serves l's
+// listener with it: net/http's, or fasthttp's for the public listener when
+// -http-server says so.
+func (n *node) newServer(l served) (transport.Server, func(net.Listener) error, error) {
+	p := &n.cfg.Public
+	if l.name == "public" && p.HTTPServer == serverFast {
+		var maxBody int64
+		for _, g := range n.cfg.Groups {
+			maxBody = max(maxBody, cmp.Or(g.MaxValueBytes, cache.DefaultMaxValueBytes))
+		}
+		srv, err := n.tn.NewFastServer(transport.FastConfig{
+			Handler:           l.h,
+			ReadHeaderTimeout: p.ReadHeaderTimeout,
+			IdleTimeout:       p.IdleTimeout,
+			MaxBodyBytes:      int(min(maxBody, math.MaxInt32)),
+			Logger:            n.log,
+		})
+		if err != nil {
+			return nil, nil, libError(err)
+		}
+		return srv, srv.Serve, nil
+	}
+	srv := transport.NewServer(l.ln.Addr().String(), l.h)
+	srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
+	srv.IdleTimeout = p.IdleTimeout
+	srv.ReadHeaderTimeout = p.ReadHeaderTimeout
+	if l.publicTLS {
+		srv.TLSConfig = transport.ServerTLSConfig(n.cert)
+		return srv, func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }, nil
+	}
+	return srv, srv.Serve, nil
 }
 
 // reload reads the token files and the TLS certificate again (on SIGHUP).

@@ -247,8 +247,7 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 	if len(lns) > 1 {
 		ls[1].ln = n.sec.peerListener(ls[1].ln) // mutual TLS, if configured
 	}
-	n.startServers(ls)
-	return nil
+	return n.startServers(ls)
 }
 
 // adminRoutes registers what operators and their tools read: metrics, the

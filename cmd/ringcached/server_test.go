@@ -104,6 +104,44 @@ func TestServeSingleNode(t *testing.T) {
 	}
 }
 
+// TestServeFastHTTP runs a node whose public listener is fasthttp's: the
+// public API, health, metrics and debug routes answer on it, a hit is
+// counted as one, and writes are refused as on net/http.
+func TestServeFastHTTP(t *testing.T) {
+	t.Parallel()
+	base, out, stop := serveNode(t, "-http-server", "fasthttp", "-peer-listen", "127.0.0.1:0", "-group", "name=demo,origin=demo,demo-size=100")
+	if status, body := get(t, base+"/healthz"); status != 200 || body != "ok" {
+		t.Errorf("/healthz = %d %q (log: %s)", status, body, out.String())
+	}
+	want := string(origin.DemoValue("demo", "k/1", 100))
+	for range 3 {
+		if status, body := get(t, base+"/cache/demo/k/1"); status != 200 || body != want {
+			t.Fatalf("/cache/demo/k/1 = %d %q, want %q", status, body, want)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodPut, base+"/cache/demo/k/1", strings.NewReader("x"))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("PUT without a write token: %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	var ring ringInfo
+	getJSON(t, base+"/debug/ring?key=k/1", &ring)
+	if len(ring.Members) != 1 || !ring.Ready {
+		t.Errorf("/debug/ring = %+v", ring)
+	}
+	mfs := scrape(t, base)
+	if got := value(t, mfs, "ringcache_hits_total", "group", "demo", "cache", "main"); got != 2 {
+		t.Errorf("main hits = %v, want 2", got)
+	}
+	if got := value(t, mfs, "ringcache_gets_total", "group", "demo"); got != 3 {
+		t.Errorf("gets = %v, want 3", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("run returned %v after a clean stop", err)
+	}
+}
+
 // TestServeFailsEarly checks that a node whose port is taken, or whose
 // config is invalid, stops at start with the reason.
 func TestServeFailsEarly(t *testing.T) {
@@ -268,9 +306,21 @@ func startTestNode(t testing.TB, cfg Config) (*node, *output) {
 // returns after it.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
+	for _, server := range []string{serverNetHTTP, serverFast} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			testGracefulShutdown(t, server)
+		})
+	}
+}
+
+func testGracefulShutdown(t *testing.T, server string) {
 	up := newBlockingOrigin(t)
 	cfg := DefaultConfig()
 	cfg.Groups = []GroupSpec{{Name: "slow", Origin: originHTTP, URL: up.URL + "/{key}"}}
+	if cfg.Public.HTTPServer = server; server == serverFast {
+		cfg.PeerListen = "127.0.0.1:0"
+	}
 	n, out := startTestNode(t, cfg)
 	base := "http://" + n.addrs[0].String()
 

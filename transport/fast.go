@@ -1,0 +1,287 @@
+package transport
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// FastConfig configures a FastServer. Zero durations take NewServer's.
+type FastConfig struct {
+	// Handler serves every request that the fast path leaves: the node's
+	// PublicHandler, or a handler that sends the public API to it (and
+	// serves other routes, such as the operator's, itself). Required.
+	Handler http.Handler
+	// ReadHeaderTimeout bounds the arrival of a request's line and headers,
+	// from its first byte (against slowloris); ReadTimeout the arrival of
+	// its body after them.
+	ReadHeaderTimeout, ReadTimeout time.Duration
+	WriteTimeout, IdleTimeout      time.Duration
+	// MaxHeaderBytes bounds a request's line and headers (431 above it).
+	// Each connection holds a read buffer of this size. If zero, 16 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request's body (413 above it), which is read
+	// whole before Handler runs. If zero, cache.DefaultMaxValueBytes;
+	// give the largest of the groups' MaxValueBytes.
+	MaxBodyBytes int
+	// Logger receives what the server could not serve, such as a
+	// connection it failed to read. If nil, logs are discarded.
+	Logger *slog.Logger
+}
+
+// DefaultFastMaxHeaderBytes is FastConfig.MaxHeaderBytes' default.
+const DefaultFastMaxHeaderBytes = 16 << 10
+
+// FastServer serves a node's public API over HTTP/1.1 with
+// github.com/valyala/fasthttp, which spends less CPU per request than
+// net/http's server: no goroutine hand-off to watch the connection, no
+// header map per request. A GET or HEAD of a value that the node's caches
+// hold (cache.Group.GetCached) is answered by the fast path, with the
+// headers and body the Handler would send. Every other request — writes,
+// misses, errors, conditional requests, paths that need cleaning or
+// unescaping, reads that need a token, and every route outside /cache/ — goes
+// to FastConfig.Handler through fasthttpadaptor, which runs it as net/http
+// would, its body read whole first. It serves plain HTTP/1.1 only: a TLS
+// listener (for HTTP/2) stays on net/http (NewServer).
+type FastServer struct {
+	node   *Node
+	slow   fasthttp.RequestHandler
+	srv    fasthttp.Server
+	closed atomic.Bool
+}
+
+// NewFastServer returns a FastServer of the node's public API. Add it to
+// the node (AddServer) for Shutdown to stop it.
+func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
+	if cfg.Handler == nil {
+		return nil, fmt.Errorf("%w: FastConfig.Handler is nil", ErrConfig)
+	}
+	if cfg.MaxHeaderBytes < 0 || cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("%w: FastConfig.MaxHeaderBytes %d or MaxBodyBytes %d < 0", ErrConfig, cfg.MaxHeaderBytes, cfg.MaxBodyBytes)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	readTimeout := cmp.Or(cfg.ReadTimeout, ServerReadTimeout)
+	h := cfg.Handler
+	// fasthttp ends a request's context when the server shuts down; net/http
+	// ends it only when the client leaves, which fasthttp does not report. A
+	// request in flight at Shutdown is finished, not cancelled.
+	slow := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+	}))
+	s := &FastServer{node: n, slow: func(ctx *fasthttp.RequestCtx) {
+		// The adaptor answers a target net/url refuses with a 500; net/http
+		// answers 400 before any handler runs.
+		if _, err := url.ParseRequestURI(string(ctx.RequestURI())); err != nil {
+			fastError(ctx, err)
+			return
+		}
+		slow(ctx)
+	}}
+	s.srv = fasthttp.Server{
+		Handler: s.serve,
+		// fasthttp's ReadTimeout runs from a request's first byte; once
+		// the headers are in, a body gets ReadTimeout of its own.
+		ReadTimeout: cmp.Or(cfg.ReadHeaderTimeout, ServerReadHeaderTimeout),
+		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+			if h.ContentLength() == 0 {
+				return fasthttp.RequestConfig{}
+			}
+			return fasthttp.RequestConfig{ReadTimeout: readTimeout}
+		},
+		WriteTimeout:          cmp.Or(cfg.WriteTimeout, ServerWriteTimeout),
+		IdleTimeout:           cmp.Or(cfg.IdleTimeout, ServerIdleTimeout),
+		ReadBufferSize:        cmp.Or(cfg.MaxHeaderBytes, DefaultFastMaxHeaderBytes),
+		MaxRequestBodySize:    cmp.Or(cfg.MaxBodyBytes, cache.DefaultMaxValueBytes),
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true, // as net/http, a 204 has none
+		CloseOnShutdown:       true,
+		SecureErrorLogMessage: true, // no request bytes in the logs
+		ErrorHandler:          fastError,
+		Logger:                fastLogger{log},
+	}
+	return s, nil
+}
+
+// Serve serves ln until Shutdown, and then returns http.ErrServerClosed, as
+// http.Server.Serve does.
+func (s *FastServer) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if s.closed.Load() {
+		return http.ErrServerClosed
+	}
+	return err
+}
+
+// Shutdown stops accepting connections, closes the idle ones and waits for
+// the requests in flight, within ctx.
+func (s *FastServer) Shutdown(ctx context.Context) error {
+	s.closed.Store(true)
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+// Close stops accepting connections and closes the idle ones without
+// waiting; a connection busy with a request is closed when it ends.
+func (s *FastServer) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func (s *FastServer) serve(ctx *fasthttp.RequestCtx) {
+	s.node.requests.Add()
+	defer s.node.requests.Done()
+	if !s.hit(ctx) {
+		s.slow(ctx)
+	}
+}
+
+// hit answers a GET or HEAD of a cached value, as Handler.writeValue
+// would, and reports whether it did. It leaves every other request to the
+// slow path untouched.
+func (s *FastServer) hit(ctx *fasthttp.RequestCtx) bool {
+	head := ctx.IsHead()
+	if !head && !ctx.IsGet() {
+		return false
+	}
+	rh := &ctx.Request.Header
+	api := s.node.api
+	if len(rh.Peek("If-None-Match")) > 0 || !api.cfg.Auth.readsOpen() {
+		return false
+	}
+	p := plainPath(rh.RequestURI())
+	if p == nil {
+		return false
+	}
+	group, key, ok := routePath(string(p))
+	if !ok || checkKey(key, api.cfg.MaxKeyBytes) != nil {
+		return false
+	}
+	g, ok := api.node.Group(group)
+	if !ok {
+		return false
+	}
+	v, ok := g.GetCached(key)
+	if !ok {
+		return false
+	}
+
+	var buf [80]byte
+	b, tagEnd, lenEnd, expires := api.appendHead(buf[:0], v)
+	wh := &ctx.Response.Header
+	wh.SetCanonical(hdrNameETag, b[:tagEnd])
+	switch {
+	case v.NoStore:
+		wh.SetCanonical(hdrNameCacheControl, hdrNoStoreValue)
+	case v.Stale:
+		wh.SetCanonical(hdrNameCacheControl, hdrMaxAgeZero)
+		wh.SetCanonical(hdrNameAge, strconv.AppendInt(b[len(b):], int64(v.Age/time.Second), 10))
+	case expires:
+		wh.SetCanonical(hdrNameCacheControl, b[lenEnd:])
+	}
+	if v.ContentType == "" {
+		wh.SetContentTypeBytes(hdrOctetStream)
+	} else {
+		wh.SetContentType(v.ContentType)
+	}
+	wh.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
+	if head {
+		ctx.Response.SkipBody = true
+		wh.SetContentLength(len(v.Data))
+		return true
+	}
+	// The body is the cache's own bytes, never written again.
+	ctx.Response.SetBodyRaw(v.Data)
+	return true
+}
+
+// The fast path's header names and fixed values, in the bytes fasthttp
+// copies from.
+var (
+	hdrNameETag         = []byte("Etag")
+	hdrNameCacheControl = []byte("Cache-Control")
+	hdrNameAge          = []byte("Age")
+	hdrNameNoSniff      = []byte("X-Content-Type-Options")
+	hdrNoSniffValue     = []byte(noSniff[0])
+	hdrNoStoreValue     = []byte(noStore[0])
+	hdrMaxAgeZero       = []byte(maxAgeZero[0])
+	hdrOctetStream      = []byte(octetStream[0])
+)
+
+// plainPath returns the path of a request target when it is in origin form
+// and holds only bytes that net/url leaves as they are, so that it is the
+// URL's EscapedPath, as Handler routes it: letters, digits, "-._~", the
+// sub-delimiters, ":", "@", "/" and well-formed percent escapes. Otherwise it
+// returns nil and the request goes the slow way, through net/url.
+func plainPath(uri []byte) []byte {
+	if len(uri) == 0 || uri[0] != '/' {
+		return nil
+	}
+	for i := 0; i < len(uri); i++ {
+		c := uri[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '?':
+			return uri[:i]
+		case c == '%':
+			if i+2 >= len(uri) || !isHex(uri[i+1]) || !isHex(uri[i+2]) {
+				return nil
+			}
+			i += 2
+		default:
+			switch c {
+			case '-', '.', '_', '~', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@', '/':
+			default:
+				return nil
+			}
+		}
+	}
+	return uri
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// fastError answers a request fasthttp could not read, as net/http's server
+// would: a status and its text.
+func fastError(ctx *fasthttp.RequestCtx, err error) {
+	code := http.StatusBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		code = http.StatusRequestHeaderFieldsTooLarge
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		code = http.StatusRequestEntityTooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		code = http.StatusRequestTimeout
+	}
+	ctx.SetConnectionClose()
+	ctx.Error(strconv.Itoa(code)+" "+http.StatusText(code), code)
+}
+
+// fastLogger is fasthttp's logger on slog, at warn.
+type fastLogger struct{ log *slog.Logger }
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.log.Warn("transport: fast server: " + fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,369 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// fastFront serves node's public API with a FastServer on a listener of its
+// own, and returns its base URL and the number of requests that reached the
+// http.Handler behind it (the slow path).
+func fastFront(t *testing.T, n *Node, cfg FastConfig) (base string, slow *atomic.Int64) {
+	t.Helper()
+	slow = new(atomic.Int64)
+	h := cmpHandler(cfg.Handler, n.PublicHandler())
+	cfg.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		slow.Add(1)
+		h.ServeHTTP(w, r)
+	})
+	srv, err := n.NewFastServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := mustListen(t)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("fast server shutdown: %v", err)
+		}
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("fast server Serve returned %v, want http.ErrServerClosed", err)
+		}
+	})
+	return "http://" + ln.Addr().String(), slow
+}
+
+func cmpHandler(h, def http.Handler) http.Handler {
+	if h != nil {
+		return h
+	}
+	return def
+}
+
+// TestFastServerAnswersAsNetHTTP sends the same requests to a node's public
+// API through net/http's server and through a FastServer, twice each (the
+// second GET of a key is a hit, which the fast path answers), and requires
+// the same status, body and headers from both, but Date. Hits must not
+// reach the slow path, and everything else must.
+func TestFastServerAnswersAsNetHTTP(t *testing.T) {
+	t.Parallel()
+	expires := time.Now().Add(time.Hour)
+	var staleMu sync.Mutex
+	staleLoads := map[string]int{}
+	hold := make(chan struct{})
+	nodes, _ := newCluster(t, 3, clusterOpts{
+		group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate = time.Hour },
+		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+			switch key {
+			case "typed":
+				return cache.Value{Data: []byte("<p>"), ContentType: "text/html", Expires: expires}, nil
+			case "volatile":
+				return cache.Value{Data: []byte("now"), NoStore: true}, nil
+			case "large":
+				return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, nil
+			case "empty":
+				return cache.Value{}, nil
+			case "stale":
+				// Its revalidation never ends while the test runs, so that
+				// it stays stale.
+				staleMu.Lock()
+				staleLoads[node]++
+				first := staleLoads[node] == 1
+				staleMu.Unlock()
+				if !first {
+					<-hold
+					return cache.Value{}, cache.ErrNotFound
+				}
+				return cache.Value{Data: []byte("old"), Expires: time.Now().Add(50 * time.Millisecond)}, nil
+			case "missing":
+				return cache.Value{}, cache.ErrNotFound
+			}
+			return defaultOrigin(ctx, node, key)
+		},
+	})
+	t.Cleanup(func() { close(hold) }) // before the nodes shut down
+	c := testClient(t)
+	var fronts [][2]front
+	for i, n := range nodes {
+		base, slow := fastFront(t, n.n, FastConfig{})
+		fronts = append(fronts, [2]front{{fmt.Sprintf("net/http %d", i), n.url, nil}, {fmt.Sprintf("fasthttp %d", i), base, slow}})
+	}
+
+	// Each key through every node: through its owner the main cache
+	// answers after the first GET, through the others the hot cache.
+	keys := []string{"plain", "typed", "volatile", "large", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
+		"~!$&'()*+,;=:@", strings.Repeat("k", DefaultMaxKeyBytes)}
+	for _, key := range keys {
+		cached := key != "volatile" && key != "missing"
+		u := PublicPrefix + testGroup + "/" + escapeSegment(key)
+		if key == "stale" {
+			for _, f := range fronts {
+				mustDo(t, c, http.MethodGet, f[0].base+u, nil)
+			}
+			time.Sleep(100 * time.Millisecond) // past its expiry: served stale from now on
+		}
+		for i, f := range fronts {
+			// A stale value is served from the owner's main cache; a hot
+			// copy past its expiry is dropped, and fetched again.
+			cached := cached && (key != "stale" || nodes[i] == owner(t, nodes, key))
+			// The first GET through net/http fills the node's cache: both
+			// servers then answer from it.
+			mustDo(t, c, http.MethodGet, f[0].base+u, nil)
+			for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodGet} {
+				for _, q := range []string{"", "?q=1"} {
+					before := f[1].slow.Load()
+					same(t, c, method, u+q, nil, f[0], f[1])
+					if reached := f[1].slow.Load() > before; reached == cached {
+						t.Errorf("%s %s %q: slow path reached %v, want %v", f[1].name, method, key+q, reached, !cached)
+					}
+				}
+			}
+		}
+	}
+
+	// What the fast path leaves to the Handler, each through the slow path.
+	n := fronts[1]
+	for _, tc := range []struct {
+		method, path string
+		hdr          []string
+		body         string
+		noHandler    bool // refused by the server before any handler
+	}{
+		{method: http.MethodGet, path: "/cache/g/plain", hdr: []string{"If-None-Match", `"x", *`}},
+		{method: http.MethodGet, path: "/cache/g/plain", hdr: []string{"If-None-Match", `"other"`}},
+		{method: http.MethodGet, path: "/cache/g/a//b"},
+		{method: http.MethodGet, path: "/cache/g/a/../b"},
+		{method: http.MethodGet, path: "/cache/g/%zz", noHandler: true},
+		{method: http.MethodGet, path: "/cache/nosuch/k"},
+		{method: http.MethodGet, path: "/cache/g/" + strings.Repeat("k", DefaultMaxKeyBytes+1)},
+		{method: http.MethodGet, path: "/cache/g/"},
+		{method: http.MethodGet, path: "/cache/"},
+		{method: http.MethodGet, path: "/cache"},
+		{method: http.MethodGet, path: "/healthz"},
+		{method: http.MethodGet, path: "/readyz"},
+		{method: http.MethodGet, path: "/elsewhere"},
+		{method: http.MethodPost, path: "/cache/g/plain", body: "x"},
+		{method: http.MethodPut, path: "/cache/g/written", body: "new value", hdr: []string{"Content-Type", "text/x-new", "Cache-Control", "max-age=60"}},
+		{method: http.MethodGet, path: "/cache/g/written"},
+		{method: http.MethodDelete, path: "/cache/g/written"},
+		{method: http.MethodGet, path: "/cache/g/written"},
+	} {
+		var body func() io.Reader
+		if tc.body != "" {
+			body = func() io.Reader { return strings.NewReader(tc.body) }
+		}
+		if tc.method == http.MethodGet {
+			mustDo(t, c, tc.method, n[0].base+tc.path, nil) // as above
+		}
+		before := n[1].slow.Load()
+		same(t, c, tc.method, tc.path, body, n[0], n[1], tc.hdr...)
+		// A GET of the written key is a hit unless it was just deleted.
+		hit := tc.method == http.MethodGet && tc.path == "/cache/g/written"
+		if reached := n[1].slow.Load() > before; !hit && reached == tc.noHandler {
+			t.Errorf("%s %s: slow path reached %v, want %v", tc.method, tc.path, reached, !tc.noHandler)
+		}
+	}
+}
+
+// front is one server of a node's public API: its base URL, and for a
+// FastServer the count of requests that reached its slow path.
+type front struct {
+	name string
+	base string
+	slow *atomic.Int64
+}
+
+// same sends one request to a and then to b and fails the test unless both
+// answer alike: status, body, and every header but Date (max-age may differ
+// by the second that passed between them).
+func same(t *testing.T, c *http.Client, method, path string, body func() io.Reader, a, b front, hdr ...string) {
+	t.Helper()
+	var rs [2]response
+	for i, to := range []string{a.base, b.base} {
+		var r io.Reader
+		if body != nil {
+			r = body()
+		}
+		rs[i] = mustDo(t, c, method, to+path, r, hdr...)
+	}
+	if rs[0].status != rs[1].status || rs[0].body != rs[1].body {
+		t.Errorf("%s %q: %s: %d %q; %s: %d %q", method, path, a.name, rs[0].status, rs[0].body, b.name, rs[1].status, rs[1].body)
+	}
+	for _, h := range []http.Header{rs[0].header, rs[1].header} {
+		h.Del("Date")
+	}
+	for k := range mergeKeys(rs[0].header, rs[1].header) {
+		va, vb := rs[0].header.Get(k), rs[1].header.Get(k)
+		// A length one side leaves to the connection's close is no
+		// difference to the client.
+		length := k == "Content-Length" && (va == "" || vb == "") && cmp.Or(va, vb) == strconv.Itoa(len(rs[0].body))
+		if va == vb || length || k == "Cache-Control" && maxAgeClose(va, vb) {
+			continue
+		}
+		t.Errorf("%s %q: header %s: %s %q, %s %q", method, path, k, a.name, va, b.name, vb)
+	}
+}
+
+func mergeKeys(a, b http.Header) map[string]bool {
+	m := map[string]bool{}
+	for k := range a {
+		m[k] = true
+	}
+	for k := range b {
+		m[k] = true
+	}
+	return m
+}
+
+// maxAgeClose reports whether two "max-age=N" values are a second apart.
+func maxAgeClose(a, b string) bool {
+	na, erra := strconv.Atoi(strings.TrimPrefix(a, "max-age="))
+	nb, errb := strconv.Atoi(strings.TrimPrefix(b, "max-age="))
+	return erra == nil && errb == nil && (na-nb == 1 || nb-na == 1)
+}
+
+// TestFastServerTokens: reads that need a token go the slow way and are
+// refused or served as net/http's server would.
+func TestFastServerTokens(t *testing.T) {
+	t.Parallel()
+	const token = "read-token-0123456789"
+	auth, err := NewAuth(AuthConfig{ReadTokens: []string{token}, OpenWrites: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, _ := newCluster(t, 1, clusterOpts{handler: func(_ int, c *HandlerConfig) { c.Auth = auth }})
+	base, slow := fastFront(t, nodes[0].n, FastConfig{})
+	c := testClient(t)
+	for i := 0; i < 2; i++ {
+		if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil); r.status != http.StatusUnauthorized || r.header.Get("WWW-Authenticate") == "" {
+			t.Fatalf("GET without a token: %d %v, want 401 with a challenge", r.status, r.header)
+		}
+		if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil, "Authorization", "Bearer "+token); r.status != http.StatusOK || r.body != string(valueOf("k")) {
+			t.Fatalf("GET with the token: %d %q", r.status, r.body)
+		}
+	}
+	if got := slow.Load(); got != 4 {
+		t.Errorf("%d requests reached the slow path, want all 4", got)
+	}
+}
+
+// TestFastServerLimits: slowloris headers are cut at ReadHeaderTimeout,
+// oversized headers get 431 and oversized bodies 413, and the server keeps
+// serving.
+func TestFastServerLimits(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 1, clusterOpts{})
+	base, _ := fastFront(t, nodes[0].n, FastConfig{ReadHeaderTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4096, MaxBodyBytes: 1000})
+	addr := strings.TrimPrefix(base, "http://")
+
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	start := time.Now()
+	fmt.Fprintf(conn, "GET /cache/g/k HTTP/1.1\r\nHost: x\r\n") // and never the blank line
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = io.ReadAll(conn)
+	if took := time.Since(start); err != nil || took > 3*time.Second {
+		t.Errorf("slow headers: connection ended after %v with %v, want closed near 300ms", took, err)
+	}
+
+	c := testClient(t)
+	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil, "X-Big", strings.Repeat("b", 8000)); r.status != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("8 KB header: %d %q, want 431", r.status, r.body)
+	}
+	if r := mustDo(t, c, http.MethodPut, base+"/cache/g/k", strings.NewReader(strings.Repeat("v", 2000))); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("2000-byte body over 1000: %d %q, want 413", r.status, r.body)
+	}
+	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil); r.status != http.StatusOK || r.body != string(valueOf("k")) {
+		t.Errorf("after the refusals: %d %q", r.status, r.body)
+	}
+}
+
+// TestFastServerShutdownWaits: Node.Shutdown stops a FastServer added to it
+// only after the request in flight (a slow origin load) is answered.
+func TestFastServerShutdownWaits(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	nodes, _ := newCluster(t, 1, clusterOpts{origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+		if key == "slow" {
+			started <- struct{}{}
+			<-release
+		}
+		return defaultOrigin(ctx, node, key)
+	}})
+	n := nodes[0].n
+	srv, err := n.NewFastServer(FastConfig{Handler: n.PublicHandler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddServer(srv); err != nil {
+		t.Fatal(err)
+	}
+	ln := mustListen(t)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	got := make(chan error, 1)
+	go func() {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			got <- err
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET /cache/g/slow HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			got <- err
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || string(b) != string(valueOf("slow")) {
+			err = fmt.Errorf("%d %q", resp.StatusCode, b)
+		}
+		got <- err
+	}()
+	<-started
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stopped <- n.Shutdown(ctx)
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned %v with a request in flight", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if err := <-got; err != nil {
+		t.Errorf("the request in flight: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+	}
+}

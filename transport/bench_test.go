@@ -16,6 +16,7 @@ import (
 
 	"github.com/golang/groupcache"
 	"github.com/golang/groupcache/groupcachepb"
+	"github.com/valyala/fasthttp"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -268,8 +269,12 @@ func BenchmarkPublicGetHit(b *testing.B) {
 func BenchmarkPublicServeHit(b *testing.B) {
 	value := bytes.Repeat([]byte("0123456789abcdef"), 64)
 	const contentType = "text/plain; charset=utf-8"
-	node := cache.New(cache.Config{})
-	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+	n, err := NewNode(NodeConfig{Pool: Config{Self: "http://127.0.0.1:1"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Shutdown(context.Background()) })
+	g, err := n.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
 		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
 			return cache.Value{Data: value, ContentType: contentType}, nil
 		})})
@@ -279,7 +284,8 @@ func BenchmarkPublicServeHit(b *testing.B) {
 	if _, err := g.Get(b.Context(), "key"); err != nil {
 		b.Fatal(err)
 	}
-	public, err := NewHandler(node, HandlerConfig{})
+	public := n.PublicHandler()
+	fast, err := n.NewFastServer(FastConfig{Handler: public})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -287,17 +293,34 @@ func BenchmarkPublicServeHit(b *testing.B) {
 		w.Header().Set("Content-Type", contentType)
 		w.Write(value)
 	})
+	bareFast := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.SetContentType(contentType)
+		ctx.Response.SetBodyRaw(value)
+	}}
+	gc := groupcacheHits(b, value, contentType)
 	// bare-untimed is the bare handler on an http.Server without
 	// NewServer's timeouts, as compare.sh's bare server and groupcache's
-	// nodes run: what the timeouts cost an exchange.
+	// nodes run: what the timeouts cost an exchange. groupcache is its
+	// group's Get in a handler as a groupcache user writes it, on such a
+	// server. ringcache-fast is the Node's FastServer, next to a bare
+	// fasthttp handler.
 	for _, conns := range []int{1, 16} {
 		for _, sv := range []struct {
 			name    string
 			h       http.Handler
 			untimed bool
-		}{{"bare", bare, false}, {"ringcache", public, false}, {"bare-untimed", bare, true}} {
+			fast    fastServer
+		}{
+			{name: "bare", h: bare}, {name: "ringcache", h: public}, {name: "bare-untimed", h: bare, untimed: true},
+			{name: "groupcache", h: gc, untimed: true}, {name: "ringcache-fast", fast: fast}, {name: "bare-fasthttp", fast: bareFast},
+		} {
 			b.Run(fmt.Sprintf("server=%s/conns=%d", sv.name, conns), func(b *testing.B) {
-				addr := serve(b, sv.h, sv.untimed)
+				var addr string
+				if sv.fast != nil {
+					addr = serveFast(b, sv.fast)
+				} else {
+					addr = serve(b, sv.h, sv.untimed)
+				}
 				get := func(c *rawClient) error { return c.get(value) }
 				b.ReportAllocs()
 				b.SetBytes(int64(len(value)))
@@ -342,6 +365,49 @@ func serve(b *testing.B, h http.Handler, untimed bool) string {
 	b.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
 }
+
+// fastServer is a FastServer or a bare fasthttp.Server.
+type fastServer interface {
+	Serve(net.Listener) error
+}
+
+// serveFast serves srv on a loopback port until the benchmark ends (the
+// listener closes; the server stays, as fasthttp's cannot restart).
+func serveFast(b *testing.B, srv fastServer) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go srv.Serve(ln)
+	b.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
+}
+
+// groupcacheHits returns a handler that serves every key from one
+// groupcache group holding value, as compare.sh's groupcache nodes do. Its
+// group is created once per process: groupcache's registry is global.
+var groupcacheHits = sync.OnceValue(func() func(*testing.B, []byte, string) http.Handler {
+	var once sync.Once
+	var h http.Handler
+	return func(b *testing.B, value []byte, contentType string) http.Handler {
+		once.Do(func() {
+			g := groupcache.NewGroup("bench-hits", 64<<20, groupcache.GetterFunc(
+				func(_ context.Context, _ string, dest groupcache.Sink) error { return dest.SetBytes(value) }))
+			prefix := PublicPrefix + testGroup + "/"
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var v groupcache.ByteView
+				if err := g.Get(r.Context(), strings.TrimPrefix(r.URL.Path, prefix), groupcache.ByteViewSink(&v)); err != nil {
+					http.Error(w, err.Error(), http.StatusBadGateway)
+					return
+				}
+				w.Header().Set("Content-Type", contentType)
+				v.WriteTo(w)
+			})
+		})
+		return h
+	}
+})()
 
 // rawClient is one keep-alive HTTP/1.1 connection that sends the same GET
 // again and again: a client cheaper than http.Client, so that the server's

@@ -176,19 +176,24 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if h.cfg.Clients != nil && !g.Cached(key) {
-			release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
-			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				writeError(w, err)
+		// A hit is answered from one lookup; only a miss counts against
+		// the client's bounds, and takes Get's.
+		v, ok := g.GetCached(key)
+		if !ok {
+			if h.cfg.Clients != nil {
+				release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
+				if err != nil {
+					w.Header().Set("Retry-After", "1")
+					writeError(w, err)
+					return
+				}
+				defer release()
+			}
+			var err error
+			if v, err = g.Get(ctx, key); err != nil {
+				h.fail(w, r, name, key, err)
 				return
 			}
-			defer release()
-		}
-		v, err := g.Get(ctx, key)
-		if err != nil {
-			h.fail(w, r, name, key, err)
-			return
 		}
 		h.writeValue(w, r, v)
 	case http.MethodPut:

@@ -196,7 +196,9 @@ type GroupConfig struct {
 	// counting keys, values and per-entry overhead. Required, > 0.
 	MaxBytes int64
 	// HotBytes is the part of MaxBytes given to the hot cache (popular keys
-	// owned by peers). If zero, MaxBytes/8. Negative: no hot cache.
+	// owned by peers). If zero, MaxBytes/8. Negative: no hot cache. The hot
+	// cache also borrows the room the main cache leaves free, and gives it
+	// back as the main cache fills (see the package doc).
 	HotBytes int64
 	// TTL is how long a loaded value is served. If zero, until evicted.
 	TTL time.Duration

@@ -304,6 +304,22 @@ func hotRoom(n int) int64 {
 	return int64(n) * entrySize("hk0000", Value{Data: []byte("v:hk0000")})
 }
 
+// fullMain is a GroupConfig whose main cache has room for 2 of the
+// origin's values under equalKeysOwnedBy's keys, and its hot cache for hot;
+// fillMain fills the main cache of node 0's group with them, so that the
+// hot cache has no room to borrow and holds hot copies exactly.
+func fullMain(hot int64) GroupConfig { return GroupConfig{MaxBytes: hot + hotRoom(2), HotBytes: hot} }
+
+func fillMain(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, key := range equalKeysOwnedBy(t, c.owner, 0, 2) {
+		mustGet(t, c.groups[0], key, "v:"+key)
+	}
+	if s := c.groups[0].Stats(); s.MainItems != 2 || s.Evictions != 0 {
+		t.Fatalf("after filling the main cache: %+v", s)
+	}
+}
+
 // TestHotPromotion: while the hot cache has room every fetched value is kept;
 // once it is full, a peer-owned key displaces another only on its
 // HotAfter-th miss.
@@ -312,7 +328,8 @@ func TestHotPromotion(t *testing.T) {
 	t.Run("room", func(t *testing.T) {
 		t.Parallel()
 		o := newOrigin()
-		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(10)}, o.getter)
+		c := newCluster(t, 2, hashOwner(2), fullMain(hotRoom(10)), o.getter)
+		fillMain(t, c)
 		keys := equalKeysOwnedBy(t, c.owner, 1, 11)
 		g := c.groups[0]
 		for _, key := range keys[:10] {
@@ -336,7 +353,8 @@ func TestHotPromotion(t *testing.T) {
 	t.Run("third miss", func(t *testing.T) {
 		t.Parallel()
 		o := newOrigin()
-		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(1)}, o.getter)
+		c := newCluster(t, 2, hashOwner(2), fullMain(hotRoom(1)), o.getter)
+		fillMain(t, c)
 		keys := equalKeysOwnedBy(t, c.owner, 1, 2)
 		filler, key := keys[0], keys[1]
 		g := c.groups[0]
@@ -349,8 +367,8 @@ func TestHotPromotion(t *testing.T) {
 		}
 		mustGet(t, g, key, "v:"+key)
 		s := g.Stats()
-		if s.PeerLoads != 4 || s.HotHits != 1 || s.HotItems != 1 || s.MainItems != 0 {
-			t.Fatalf("Stats = %+v; want PeerLoads 4, HotHits 1, HotItems 1, MainItems 0", s)
+		if s.PeerLoads != 4 || s.HotHits != 1 || s.HotItems != 1 || s.MainItems != 2 {
+			t.Fatalf("Stats = %+v; want PeerLoads 4, HotHits 1, HotItems 1, MainItems 2", s)
 		}
 		// The popular key displaced the filler.
 		mustGet(t, g, filler, "v:"+filler)
@@ -372,7 +390,10 @@ func TestHotPromotion(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
 			o := newOrigin()
-			c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, HotBytes: hotRoom(1), HotWindow: 10 * time.Second, HotTTL: time.Hour}, o.getter)
+			cfg := fullMain(hotRoom(1))
+			cfg.HotWindow, cfg.HotTTL = 10*time.Second, time.Hour
+			c := newCluster(t, 2, hashOwner(2), cfg, o.getter)
+			fillMain(t, c)
 			keys := equalKeysOwnedBy(t, c.owner, 1, 2)
 			filler, key := keys[0], keys[1]
 			g := c.groups[0]
@@ -604,4 +625,55 @@ func TestPeerFailuresLoggedOncePerSecond(t *testing.T) {
 			t.Fatalf("PeerErrors = %d, want 51", s.PeerErrors)
 		}
 	})
+}
+
+// TestHotBorrowsMainRoom: the hot cache keeps copies beyond its own part
+// in the room the main cache leaves free, and gives that room back as the
+// main cache grows, evicting copies and never the keys this node owns;
+// main and hot together stay within MaxBytes throughout.
+func TestHotBorrowsMainRoom(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	cfg := GroupConfig{MaxBytes: hotRoom(40), HotBytes: hotRoom(10)}
+	c := newCluster(t, 2, hashOwner(2), cfg, o.getter)
+	g := c.groups[0]
+	check := func(when string) Stats {
+		t.Helper()
+		s := g.Stats()
+		if used := s.MainBytes + s.HotBytes + s.DeadBytes; used > cfg.MaxBytes {
+			t.Fatalf("%s: main %d + hot %d + dead %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, cfg.MaxBytes)
+		}
+		return s
+	}
+	peerKeys := equalKeysOwnedBy(t, c.owner, 1, 40)
+	ownKeys := equalKeysOwnedBy(t, c.owner, 0, 30)
+	for _, key := range peerKeys[:30] {
+		mustGet(t, g, key, "v:"+key)
+		check("copying peers' keys")
+	}
+	if s := check("after 30 copies"); s.HotItems != 30 || s.Evictions != 0 {
+		t.Fatalf("after 30 copies into a hot part of 10 and an empty main cache of 30: %+v; want all 30 kept", s)
+	}
+	for i, key := range ownKeys {
+		mustGet(t, g, key, "v:"+key)
+		s := check("loading own keys")
+		if s.MainItems != int64(i+1) {
+			t.Fatalf("after %d own keys: %d in the main cache; a copy displaced an owned key", i+1, s.MainItems)
+		}
+		if want := int64(40 - (i + 1)); s.HotItems > want {
+			t.Fatalf("after %d own keys: %d copies, want at most %d", i+1, s.HotItems, want)
+		}
+	}
+	if s := check("main cache full"); s.HotItems != 10 {
+		t.Fatalf("with the main cache full: %d copies, want the hot part's 10", s.HotItems)
+	}
+	// Popular copies (third miss) displace others within the hot part only.
+	for _, key := range peerKeys[30:] {
+		for range 3 {
+			mustGet(t, g, key, "v:"+key)
+		}
+		if s := check("copying with the main cache full"); s.HotItems > 10 || s.MainItems != 30 {
+			t.Fatalf("%+v: want at most 10 copies and all 30 own keys", s)
+		}
+	}
 }

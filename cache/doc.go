@@ -63,6 +63,15 @@
 // cannot flush the hot ones. Popularity is measured, unlike groupcache's
 // random 1 in 10.
 //
+// The hot cache's room is its own part, HotBytes, plus whatever the main
+// cache leaves free: copies may use memory set aside for keys this node owns
+// until those need it. As the main cache grows it takes that room back,
+// evicting the least recently used copies, never an owned key; main and hot
+// together stay within MaxBytes (momentarily over it by the entries being
+// added). So a node whose own keys do not fill its budget keeps a copy of
+// every key it is asked for, as groupcache's hot cache does within its
+// cacheBytes.
+//
 // # Concurrency
 //
 // Node and Group are safe for concurrent use. Concurrent misses of one key

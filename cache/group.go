@@ -24,9 +24,15 @@ type Group struct {
 	peers PeerPicker
 	log   *slog.Logger
 
-	main *lru    // keys this node owns
-	hot  *lru    // copies of keys owned by peers; stores nothing if cfg.HotBytes < 0
-	freq *sketch // miss counts of peer-owned keys; nil without a hot cache
+	main *lru // keys this node owns
+	hot  *lru // copies of keys owned by peers; stores nothing if cfg.HotBytes < 0
+	// lendMu serializes changes of the hot cache's bound, which is its own
+	// part plus the room the main cache leaves free (lend); lent is set
+	// while that room is more than nothing, so that the main cache's
+	// growth takes it back (reclaim).
+	lendMu sync.Mutex
+	lent   atomic.Bool
+	freq   *sketch // miss counts of peer-owned keys; nil without a hot cache
 
 	// loads are origin loads and never call a peer; fetches ask the owning
 	// peer. Keeping them apart is what makes the one-hop rule deadlock-free:
@@ -295,6 +301,7 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 		if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
 			return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
 		}
+		g.reclaim()
 	}
 	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
 }
@@ -419,6 +426,7 @@ func (g *Group) ringChanged() {
 	held, _ := g.handoff.usage()
 	held += g.handoff.deadBytes()
 	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0) - held)
+	g.reclaim()
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {
 		g.handoffTimer.Stop()
@@ -437,6 +445,7 @@ func (g *Group) endHandoff() {
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
 	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
+	g.reclaim() // the main cache's room grew: lend it at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,
@@ -533,6 +542,7 @@ func (g *Group) Adopt(key string, v Value) bool {
 		ring := g.ring.Load()
 		gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: ring}
 		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
+			g.reclaim()
 			g.st.handoffsTaken.Add(1)
 			return true
 		}
@@ -816,6 +826,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			}
 			stored.v, stored.size, stored.notFound = Value{Expires: exp}, entrySize(key, Value{}), true
 			dest.add(key, stored, gd)
+			g.reclaim()
 		}
 		return Value{}, err
 	}
@@ -832,6 +843,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			stored = g.mainEntry(key, v, stored.stamp, now)
 		}
 		dest.add(key, stored, gd)
+		g.reclaim()
 	}
 	return v, nil
 }
@@ -905,6 +917,9 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	// at the owner after it answered either reaches this node (and fails
 	// gd) or revokes the lease (and moves the epoch).
 	e := entry{v: hv, size: entrySize(key, hv)}
+	g.lendMu.Lock()
+	defer g.lendMu.Unlock()
+	g.lend()
 	if !g.hot.fits(key, e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
 		return
 	}
@@ -915,6 +930,31 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	if g.storable(hv, now) && g.hot.add(key, e, gd) {
 		g.st.hotPromotions.Add(1)
 	}
+}
+
+// lend bounds the hot cache by its own part (HotBytes) plus the room the
+// main cache leaves free: copies of peers' keys may use memory that the
+// budget holds for keys this node owns until those need it, so that a
+// group whose own keys do not fill it keeps more copies, and main and hot
+// together stay within MaxBytes. It evicts the least recently used copies
+// when the bound shrinks. With lendMu held.
+func (g *Group) lend() {
+	free := g.main.room()
+	g.hot.setMax(max(g.cfg.HotBytes, 0) + free)
+	g.lent.Store(free > 0)
+}
+
+// reclaim takes back, after the main cache grew or its bound changed, the
+// room lent to the hot cache that the main cache now holds, evicting
+// copies. Between the two, main and hot may exceed MaxBytes by the entries
+// just added.
+func (g *Group) reclaim() {
+	if !g.lent.Load() {
+		return
+	}
+	g.lendMu.Lock()
+	g.lend()
+	g.lendMu.Unlock()
 }
 
 // mainEntry returns the main-cache entry of v for key, stored at now under

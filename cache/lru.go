@@ -825,6 +825,13 @@ func (l *lru) setMax(maxBytes int64) {
 	}
 }
 
+// room returns the bytes the bound leaves unused.
+func (l *lru) room() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(0, l.maxBytes-l.bytes-l.dead)
+}
+
 // budget returns the byte bound.
 func (l *lru) budget() int64 {
 	l.mu.Lock()

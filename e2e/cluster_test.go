@@ -120,7 +120,10 @@ func TestCluster(t *testing.T) {
 // TestClusterRanges runs the membership scenarios, where the warm hand-off
 // counts, against a cluster with explicit arcs stored in etcd
 // (RINGCACHE_PLACEMENT=ranges): the hand-off reads the previous owner from
-// the ring before a change, however that ring was built.
+// the ring before a change, however that ring was built. Its nodes serve
+// the public API with fasthttp (RINGCACHE_HTTP_SERVER=fasthttp) and the
+// peer routes on a listener of their own, so that the faster server is
+// proven under the same faults, with the same history check, as net/http.
 func TestClusterRanges(t *testing.T) {
 	runCluster(t, "ranges", []scenario{
 		{"baseline", (*suite).baseline},
@@ -136,12 +139,16 @@ func TestClusterRanges(t *testing.T) {
 func runCluster(t *testing.T, placement string, scenarios []scenario) {
 	deployDir := prepareDeploy(t)
 	ctx := t.Context()
+	var server []string
+	if placement == "ranges" {
+		server = []string{"RINGCACHE_PEER_LISTEN=:8090", "RINGCACHE_HTTP_SERVER=fasthttp"}
+	}
 
 	start := time.Now()
 	c, err := NewCompose(ctx, ComposeConfig{
 		DeployDir: deployDir,
 		Groups:    groupSpec,
-		Env: []string{
+		Env: append([]string{
 			"RINGCACHE_LEASE_TTL=" + leaseTTL.String(),
 			"RINGCACHE_HOLD_DOWN=" + holdDown.String(),
 			// All of the suite's requests come from one address, Docker's
@@ -150,7 +157,7 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 			"RINGCACHE_CLIENT_MISSES=off",
 			"RINGCACHE_CLIENT_MISS_RATE=off",
 			"RINGCACHE_PLACEMENT=" + placement,
-		},
+		}, server...),
 		Log: t.Logf,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -78,11 +79,8 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 	}
 	readTimeout := cmp.Or(cfg.ReadTimeout, ServerReadTimeout)
 	h := cfg.Handler
-	// fasthttp ends a request's context when the server shuts down; net/http
-	// ends it only when the client leaves, which fasthttp does not report. A
-	// request in flight at Shutdown is finished, not cancelled.
 	slow := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		h.ServeHTTP(w, ownRequest(r))
 	}))
 	s := &FastServer{node: n, slow: func(ctx *fasthttp.RequestCtx) {
 		// The adaptor answers a target net/url refuses with a 500; net/http
@@ -144,6 +142,42 @@ func (s *FastServer) Close() error {
 		return err
 	}
 	return nil
+}
+
+// ownRequest returns a copy of r, as fasthttpadaptor made it, that a
+// handler may keep parts of. The adaptor's strings (method, target, host,
+// header names and values) alias the connection's buffers, which fasthttp
+// reuses for the next request once this one is answered; but a handler
+// keeps some beyond that: a key in a load that outlives the request or in
+// an origin's records, a header value in a log line. Its context is
+// detached from the server's: fasthttp ends it at Shutdown, whereas
+// net/http ends it only when the client leaves (which fasthttp does not
+// report), and a request in flight at Shutdown must be finished, not
+// cancelled. Reading the body copies it.
+func ownRequest(r *http.Request) *http.Request {
+	c := r.WithContext(context.WithoutCancel(r.Context()))
+	c.Method = strings.Clone(r.Method)
+	c.Proto = strings.Clone(r.Proto)
+	c.Host = strings.Clone(r.Host)
+	c.RequestURI = strings.Clone(r.RequestURI)
+	if u, err := url.ParseRequestURI(c.RequestURI); err == nil {
+		c.URL = u // as the adaptor parsed it, from the copy
+	}
+	c.Header = make(http.Header, len(r.Header))
+	for k, vs := range r.Header {
+		owned := make([]string, len(vs))
+		for i, v := range vs {
+			owned[i] = strings.Clone(v)
+		}
+		c.Header[strings.Clone(k)] = owned
+	}
+	if r.TransferEncoding != nil {
+		c.TransferEncoding = make([]string, len(r.TransferEncoding))
+		for i, v := range r.TransferEncoding {
+			c.TransferEncoding[i] = strings.Clone(v)
+		}
+	}
+	return c
 }
 
 func (s *FastServer) serve(ctx *fasthttp.RequestCtx) {

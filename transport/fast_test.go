@@ -367,3 +367,37 @@ func TestFastServerShutdownWaits(t *testing.T) {
 		t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
 	}
 }
+
+// TestFastServerOwnsRequestStrings: what a handler keeps of a request that
+// went the slow way (here, the keys the origin was asked for) stays as it
+// was after fasthttp reuses the connection's buffers for the next request.
+func TestFastServerOwnsRequestStrings(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string
+	nodes, _ := newCluster(t, 1, clusterOpts{origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+		mu.Lock()
+		asked = append(asked, key)
+		mu.Unlock()
+		return defaultOrigin(ctx, node, key)
+	}})
+	base, _ := fastFront(t, nodes[0].n, FastConfig{})
+	c := testClient(t)
+	var want []string
+	for i := range 200 {
+		key := fmt.Sprintf("key-%d", i)
+		want = append(want, key)
+		// A content type on the request too: header values alias the
+		// same buffers.
+		if r := mustDo(t, c, http.MethodGet, base+"/cache/g/"+key, nil, "Accept", "text/"+key); r.status != http.StatusOK || r.body != string(valueOf(key)) {
+			t.Fatalf("GET %s: %d %q", key, r.status, r.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range want {
+		if i >= len(asked) || asked[i] != want[i] {
+			t.Fatalf("the origin was asked for %q as load %d, now reads %q: a key changed after its request", want[i], i, asked[min(i, len(asked)-1)])
+		}
+	}
+}

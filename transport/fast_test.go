@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -65,20 +64,17 @@ func cmpHandler(h, def http.Handler) http.Handler {
 // reach the slow path, and everything else must.
 func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 	t.Parallel()
-	expires := time.Now().Add(time.Hour)
+	meta := metadataOrigin(time.Now().Add(time.Hour))
 	var staleMu sync.Mutex
 	staleLoads := map[string]int{}
 	hold := make(chan struct{})
 	nodes, _ := newCluster(t, 3, clusterOpts{
 		group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate = time.Hour },
 		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+			if v, ok := meta(key); ok {
+				return v, nil
+			}
 			switch key {
-			case "typed":
-				return cache.Value{Data: []byte("<p>"), ContentType: "text/html", Expires: expires}, nil
-			case "volatile":
-				return cache.Value{Data: []byte("now"), NoStore: true}, nil
-			case "large":
-				return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, nil
 			case "empty":
 				return cache.Value{}, nil
 			case "stale":
@@ -109,7 +105,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 
 	// Each key through every node: through its owner the main cache
 	// answers after the first GET, through the others the hot cache.
-	keys := []string{"plain", "typed", "volatile", "large", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
+	keys := []string{"plain", "typed", "volatile", "large", "edge", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
 		"~!$&'()*+,;=:@", strings.Repeat("k", DefaultMaxKeyBytes)}
 	for _, key := range keys {
 		cached := key != "volatile" && key != "missing"

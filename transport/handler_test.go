@@ -61,18 +61,11 @@ func testKeyRoundTrip(t *testing.T, secret []byte) {
 // origin's content type and expiry, the ETag and its 304, and HEAD.
 func TestValueMetadata(t *testing.T) {
 	t.Parallel()
-	expires := time.Now().Add(time.Hour)
+	meta := metadataOrigin(time.Now().Add(time.Hour))
 	nodes, _ := newCluster(t, 3, clusterOpts{
 		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
-			switch key {
-			case "typed":
-				return cache.Value{Data: []byte("<p>"), ContentType: "text/html", Expires: expires}, nil
-			case "volatile":
-				return cache.Value{Data: []byte("now"), NoStore: true}, nil
-			case "large": // above net/http's buffer: its length is set by hand
-				return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, nil
-			case "edge": // the largest whose length net/http sets
-				return cache.Value{Data: bytes.Repeat([]byte("e"), autoLengthMax)}, nil
+			if v, ok := meta(key); ok {
+				return v, nil
 			}
 			return defaultOrigin(ctx, node, key)
 		},
@@ -118,6 +111,26 @@ func TestValueMetadata(t *testing.T) {
 		} else if got := r.header.Get("Content-Length"); got != fmt.Sprint(len(body)) {
 			t.Errorf("%q: HEAD: Content-Length %q, want the GET's", key, got)
 		}
+	}
+}
+
+// metadataOrigin returns the values of keys whose metadata a response
+// carries: "typed" (a content type, and an expiry at expires), "volatile"
+// (no-store), "large" (above net/http's buffer: its length is set by hand)
+// and "edge" (the largest whose length net/http sets).
+func metadataOrigin(expires time.Time) func(key string) (cache.Value, bool) {
+	return func(key string) (cache.Value, bool) {
+		switch key {
+		case "typed":
+			return cache.Value{Data: []byte("<p>"), ContentType: "text/html", Expires: expires}, true
+		case "volatile":
+			return cache.Value{Data: []byte("now"), NoStore: true}, true
+		case "large":
+			return cache.Value{Data: bytes.Repeat([]byte("l"), 3*autoLengthMax)}, true
+		case "edge":
+			return cache.Value{Data: bytes.Repeat([]byte("e"), autoLengthMax)}, true
+		}
+		return cache.Value{}, false
 	}
 }
 

@@ -72,7 +72,7 @@ type PublicConfig struct {
 	MaxConnsPerClient int           // of them per client address; 0: the transport's default share; -1: no cap
 	IdleTimeout       time.Duration // idle keep-alive connections are closed after it
 	ReadHeaderTimeout time.Duration // a request's headers must arrive within it
-	HTTPServer        string        // the public listener's server: net/http or fasthttp
+	HTTPServer        string        // the public listener's server: auto, net/http or fasthttp
 	ClientMisses      int           // misses in flight per client; -1: no limit
 	ClientMissRate    float64       // misses per second per client; -1: no limit
 	ClientMissBurst   int           // burst of ClientMissRate
@@ -145,7 +145,7 @@ func DefaultConfig() Config {
 			MaxConns:          transport.DefaultMaxConns,
 			IdleTimeout:       transport.ServerIdleTimeout,
 			ReadHeaderTimeout: transport.ServerReadHeaderTimeout,
-			HTTPServer:        serverNetHTTP,
+			HTTPServer:        serverAuto,
 			ClientMisses:      transport.DefaultClientLimits.MaxMisses,
 			ClientMissRate:    transport.DefaultClientLimits.MissRate,
 			ClientMissBurst:   transport.DefaultClientLimits.MissBurst,

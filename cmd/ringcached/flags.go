@@ -138,7 +138,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
 	{name: "read-header-timeout", def: defaults.Public.ReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
-	{name: "http-server", def: defaults.Public.HTTPServer, usage: "the public listener's HTTP server: net/http, or fasthttp (less CPU per request; plain HTTP/1.1; needs -peer-listen)",
+	{name: "http-server", def: defaults.Public.HTTPServer, usage: "the public listener's HTTP server: fasthttp (less CPU per request; plain HTTP/1.1; needs -peer-listen), net/http, or auto: fasthttp with -peer-listen and without -tls-cert, else net/http",
 		set: func(c *Config, v string) error { c.Public.HTTPServer = v; return nil }},
 	{name: "client-misses", def: strconv.Itoa(defaults.Public.ClientMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
 		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},

@@ -56,7 +56,7 @@ func (c *Config) validatePublic() error {
 		return bad("read-token", "give -read-token or -read-token-file, not both")
 	}
 	switch p.HTTPServer {
-	case serverNetHTTP:
+	case serverAuto, serverNetHTTP:
 	case serverFast:
 		// Peer requests need what net/http gives and fasthttpadaptor
 		// does not: informational responses (102 Processing) while the
@@ -68,7 +68,7 @@ func (c *Config) validatePublic() error {
 			return bad("http-server", "fasthttp serves plain HTTP/1.1: with -tls-cert use net/http")
 		}
 	default:
-		return bad("http-server", "%q: want %s or %s", p.HTTPServer, serverNetHTTP, serverFast)
+		return bad("http-server", "%q: want %s, %s or %s", p.HTTPServer, serverAuto, serverFast, serverNetHTTP)
 	}
 	switch {
 	case p.IdleTimeout <= 0:
@@ -176,9 +176,23 @@ func parseRate(r *float64, v string) error {
 
 // The public listener's HTTP servers (-http-server).
 const (
+	serverAuto    = "auto"
 	serverNetHTTP = "net/http"
 	serverFast    = "fasthttp"
 )
+
+// publicServer returns the public listener's server: -http-server, where
+// auto is fasthttp when the peers have a listener of their own and the
+// public one speaks plain HTTP (what fasthttp needs), else net/http.
+func (c *Config) publicServer() string {
+	if c.Public.HTTPServer != serverAuto {
+		return c.Public.HTTPServer
+	}
+	if c.PeerListen != "" && c.Public.TLSCert == "" {
+		return serverFast
+	}
+	return serverNetHTTP
+}
 
 // setupPublic builds the public API's access rules, TLS certificate and
 // client limits from the configuration, and says at start what they are.
@@ -264,10 +278,11 @@ func (n *node) startServers(ls []served) error {
 
 // newServer returns the server of l and the function that serves l's
 // listener with it: net/http's, or fasthttp's for the public listener when
-// -http-server says so.
+// -http-server says so (publicServer); the peer and admin listeners stay on
+// net/http.
 func (n *node) newServer(l served) (transport.Server, func(net.Listener) error, error) {
 	p := &n.cfg.Public
-	if l.name == "public" && p.HTTPServer == serverFast {
+	if l.name == "public" && n.cfg.publicServer() == serverFast {
 		var maxBody int64
 		for _, g := range n.cfg.Groups {
 			maxBody = max(maxBody, cmp.Or(g.MaxValueBytes, cache.DefaultMaxValueBytes))

@@ -159,7 +159,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	n.sec.watch(n.pool.SetSecrets)
 	lns, adminLn = nil, nil // the servers own them now
 	n.isReady.Store(true)
-	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
+	log.Info("node ready", "peer", n.self, "addr", n.addrs[0].String(), "http_server", cfg.publicServer(), "members", len(n.pool.Members()), "groups", len(cfg.Groups))
 	return n, nil
 }
 

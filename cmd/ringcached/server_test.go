@@ -238,6 +238,9 @@ func TestPeerSignatures(t *testing.T) {
 func TestPeerListen(t *testing.T) {
 	t.Parallel()
 	base, out, _ := serveNode(t, "-peer-listen", "127.0.0.1:0", "-group", demoGroup)
+	if !strings.Contains(out.String(), "http_server=fasthttp") {
+		t.Errorf("with -peer-listen the public listener is not on fasthttp (auto): %s", out.String())
+	}
 	var ring ringInfo
 	getJSON(t, base+"/debug/ring", &ring)
 	if ring.Self == base || !strings.HasPrefix(ring.Self, "http://127.0.0.1:") {

@@ -73,6 +73,9 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 	if cfg.MaxHeaderBytes < 0 || cfg.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("%w: FastConfig.MaxHeaderBytes %d or MaxBodyBytes %d < 0", ErrConfig, cfg.MaxHeaderBytes, cfg.MaxBodyBytes)
 	}
+	if min(cfg.ReadHeaderTimeout, cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout) < 0 {
+		return nil, fmt.Errorf("%w: FastConfig has a negative timeout", ErrConfig)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -397,3 +397,22 @@ func TestFastServerOwnsRequestStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestNewFastServerRefuses: a FastConfig without a handler, or with a
+// negative bound, is an ErrConfig.
+func TestNewFastServerRefuses(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 1, clusterOpts{})
+	h := nodes[0].n.PublicHandler()
+	for _, cfg := range []FastConfig{
+		{},
+		{Handler: h, MaxHeaderBytes: -1},
+		{Handler: h, MaxBodyBytes: -1},
+		{Handler: h, IdleTimeout: -time.Second},
+		{Handler: h, ReadHeaderTimeout: -time.Second},
+	} {
+		if _, err := nodes[0].n.NewFastServer(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewFastServer(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+}

@@ -176,11 +176,12 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		// A hit is answered from one lookup; only a miss counts against
-		// the client's bounds, and takes Get's.
+		// A hit is answered from one lookup. Only a miss counts against
+		// the client's bounds: a remembered not-found (Cached, which
+		// GetCached leaves to Get) costs the origin nothing either.
 		v, ok := g.GetCached(key)
 		if !ok {
-			if h.cfg.Clients != nil {
+			if h.cfg.Clients != nil && !g.Cached(key) {
 				release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
 				if err != nil {
 					w.Header().Set("Retry-After", "1")

@@ -499,7 +499,8 @@ func TestClientLimiterForgets(t *testing.T) {
 
 // TestClientMissLimit drives the limit through the public handler: a client
 // with MaxMisses misses waiting on the origin gets 429 for another miss, but
-// hits still, and other clients are not held back.
+// hits still (and a remembered not-found, which costs the origin nothing
+// either), and other clients are not held back.
 func TestClientMissLimit(t *testing.T) {
 	t.Parallel()
 	limiter, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 2})
@@ -510,7 +511,11 @@ func TestClientMissLimit(t *testing.T) {
 	arrived := make(chan string, 10)
 	nodes, _ := newCluster(t, 1, clusterOpts{
 		handler: func(_ int, c *HandlerConfig) { c.Clients = limiter },
+		group:   func(c *cache.GroupConfig) { c.NotFoundTTL = time.Hour },
 		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+			if key == "gone" {
+				return cache.Value{}, cache.ErrNotFound
+			}
 			if strings.HasPrefix(key, "slow") {
 				arrived <- key
 				<-release
@@ -522,6 +527,10 @@ func TestClientMissLimit(t *testing.T) {
 	c := testClient(t)
 	if err := get(t, c, n, "hit"); err != nil { // now cached
 		t.Fatal(err)
+	}
+	gone := publicURL(n.url, testGroup, "gone")
+	if r := mustDo(t, c, http.MethodGet, gone, nil); r.status != http.StatusNotFound { // now remembered
+		t.Fatalf("GET gone = %d, want 404", r.status)
 	}
 	var wg sync.WaitGroup
 	for _, key := range []string{"slow1", "slow2"} {
@@ -539,6 +548,9 @@ func TestClientMissLimit(t *testing.T) {
 	}
 	if err := get(t, c, n, "hit"); err != nil {
 		t.Errorf("a hit while over the miss limit: %v", err)
+	}
+	if r := mustDo(t, c, http.MethodGet, gone, nil); r.status != http.StatusNotFound {
+		t.Errorf("a remembered not-found while over the miss limit = %d %q, want 404", r.status, r.body)
 	}
 	close(release)
 	wg.Wait()

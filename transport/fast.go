@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -59,6 +60,7 @@ const DefaultFastMaxHeaderBytes = 16 << 10
 // listener (for HTTP/2) stays on net/http (NewServer).
 type FastServer struct {
 	node   *Node
+	log    *slog.Logger
 	slow   fasthttp.RequestHandler
 	srv    fasthttp.Server
 	closed atomic.Bool
@@ -85,7 +87,7 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 	slow := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, ownRequest(r))
 	}))
-	s := &FastServer{node: n, slow: func(ctx *fasthttp.RequestCtx) {
+	s := &FastServer{node: n, log: log, slow: func(ctx *fasthttp.RequestCtx) {
 		// The adaptor answers a target net/url refuses with a 500; net/http
 		// answers 400 before any handler runs.
 		if _, err := url.ParseRequestURI(string(ctx.RequestURI())); err != nil {
@@ -186,6 +188,16 @@ func ownRequest(r *http.Request) *http.Request {
 func (s *FastServer) serve(ctx *fasthttp.RequestCtx) {
 	s.node.requests.Add()
 	defer s.node.requests.Done()
+	// fasthttp lets a handler's panic end the process; net/http logs it and
+	// closes the connection, and so does this. (The slow path's handler
+	// runs under the adaptor's recover, which answers 500.)
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("transport: fast server: handler panicked", "panic", r, "stack", string(debug.Stack()))
+			ctx.Error(http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+			ctx.SetConnectionClose()
+		}
+	}()
 	if !s.hit(ctx) {
 		s.slow(ctx)
 	}
@@ -312,13 +324,17 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &ne) && ne.Timeout():
 		code = http.StatusRequestTimeout
 	}
+	ctx.Error(strconv.Itoa(code)+" "+http.StatusText(code), code) // resets the response
 	ctx.SetConnectionClose()
-	ctx.Error(strconv.Itoa(code)+" "+http.StatusText(code), code)
 }
 
-// fastLogger is fasthttp's logger on slog, at warn.
+// fastLogger is fasthttp's logger on slog, at debug: what fasthttp logs is
+// a connection that sent no valid request, which a client chooses to do
+// (and could flood the logs with), as net/http's server does not log.
 type fastLogger struct{ log *slog.Logger }
 
 func (l fastLogger) Printf(format string, args ...any) {
-	l.log.Warn("transport: fast server: " + fmt.Sprintf(format, args...))
+	if l.log.Enabled(context.Background(), slog.LevelDebug) {
+		l.log.Debug("transport: fast server: " + fmt.Sprintf(format, args...))
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"github.com/ringcache/ringcache/cache"
 )
@@ -416,3 +419,41 @@ func TestNewFastServerRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestFastServerRecovers: a panic in the fast path is answered 500 with the
+// connection closed, and logged, as net/http's server does, rather than
+// ending the process. The panic is made by a node without its public
+// handler, which no constructor builds.
+func TestFastServerRecovers(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 1, clusterOpts{})
+	var logs strings.Builder
+	var mu sync.Mutex
+	srv, err := nodes[0].n.NewFastServer(FastConfig{Handler: nodes[0].n.PublicHandler(),
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.node = &Node{} // no api: the fast path dereferences nil
+	var req fasthttp.Request
+	req.SetRequestURI(PublicPrefix + testGroup + "/k")
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, nil, nil)
+	srv.serve(&ctx)
+	if code := ctx.Response.StatusCode(); code != http.StatusInternalServerError || !ctx.Response.ConnectionClose() {
+		t.Errorf("after a panic: status %d, connection close %v; want 500 and close", code, ctx.Response.ConnectionClose())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "handler panicked") {
+		t.Errorf("the panic was not logged: %q", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

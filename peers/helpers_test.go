@@ -104,17 +104,22 @@ func (te *testEtcd) client(t *testing.T) *clientv3.Client {
 	return c
 }
 
-// proxy forwards TCP connections to target on loopback. cut closes its listener and every
-// connection, as a network partition would; restore listens again on the same address.
+// proxy forwards TCP connections to target on loopback. cut closes every
+// connection and refuses new ones (each is closed as soon as it is
+// accepted), as a network partition would; restore forwards again. The
+// listener stays open throughout: closed, its port is free for any
+// process's outgoing connection to take while the cut lasts, and restore
+// could not listen on it again.
 type proxy struct {
 	t      *testing.T
 	target string
 	addr   string
+	ln     net.Listener
 
-	mu    sync.Mutex
-	ln    net.Listener // nil while cut
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
+	mu     sync.Mutex
+	cutOff bool                  // guarded by mu
+	conns  map[net.Conn]struct{} // guarded by mu
+	wg     sync.WaitGroup
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -123,9 +128,28 @@ func newProxy(t *testing.T, target string) *proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, target: target, addr: ln.Addr().String(), conns: map[net.Conn]struct{}{}}
-	p.serve(ln)
+	p := &proxy{t: t, target: target, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			p.mu.Lock()
+			refused := p.cutOff
+			p.mu.Unlock()
+			if refused {
+				c.Close()
+				continue
+			}
+			p.wg.Add(1)
+			go p.pipe(c)
+		}
+	}()
 	t.Cleanup(func() {
+		ln.Close()
 		p.cut()
 		p.wg.Wait()
 	})
@@ -133,24 +157,6 @@ func newProxy(t *testing.T, target string) *proxy {
 }
 
 func (p *proxy) endpoints() []string { return []string{"http://" + p.addr} }
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed by cut
-			}
-			p.wg.Add(1)
-			go p.pipe(c)
-		}
-	}()
-}
 
 func (p *proxy) pipe(c net.Conn) {
 	defer p.wg.Done()
@@ -160,7 +166,7 @@ func (p *proxy) pipe(c net.Conn) {
 		return
 	}
 	p.mu.Lock()
-	if p.ln == nil { // cut while dialing
+	if p.cutOff { // cut while dialing
 		p.mu.Unlock()
 		c.Close()
 		u.Close()
@@ -184,22 +190,16 @@ func (p *proxy) pipe(c net.Conn) {
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
+	p.cutOff = true
 	for c := range p.conns {
 		c.Close()
 	}
 }
 
 func (p *proxy) restore() {
-	p.t.Helper()
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy listen again on %s: %v", p.addr, err)
-	}
-	p.serve(ln)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOff = false
 }
 
 // setCall is one call of recorder.Set.

@@ -103,7 +103,7 @@ type Group struct {
 	MainBytes   int64  `json:"main_bytes"`
 	HotBytes    int64  `json:"hot_bytes"`
 	MaxBytes    int64  `json:"max_bytes"`     // main and hot together
-	HotMaxBytes int64  `json:"hot_max_bytes"` // the hot cache's part
+	HotMaxBytes int64  `json:"hot_max_bytes"` // the hot cache's own part; it borrows the main cache's free room too
 	MainItems   int64  `json:"main_items"`
 	HotItems    int64  `json:"hot_items"`
 	// GetsPerSec and LoadsPerSec (origin loads) are nil until two samples

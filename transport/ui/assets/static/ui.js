@@ -144,7 +144,7 @@
           row("fetched from owners", td("peer_loads", g.peer_loads), td(null, "")),
           row("main cache", td("main_bytes", bytes(g.main_bytes), g.main_bytes), td(null, g.main_items + " items")),
           row("hot cache", td("hot_bytes", bytes(g.hot_bytes), g.hot_bytes), td(null, g.hot_items + " items")),
-          row("budget", td("max_bytes", bytes(g.max_bytes), g.max_bytes), td(null, bytes(g.hot_max_bytes) + " of it hot")),
+          row("budget", td("max_bytes", bytes(g.max_bytes), g.max_bytes), td(null, bytes(g.hot_max_bytes) + " of it hot, more while the main cache has room")),
           row("evictions", td("evictions", g.evictions), td(null, ""))),
         el("h4", {}, "Hottest keys of the hot cache"),
         hot);

@@ -200,7 +200,10 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 // fresh, or stale within its stale-while-revalidate window (it starts the
 // revalidation). done is false when e is too stale.
 func (g *Group) answer(key string, e entry, remote bool) (v Value, err error, done bool) {
-	now := time.Now()
+	var now time.Time
+	if !e.v.Expires.IsZero() {
+		now = time.Now() // a clock read only for a value that expires
+	}
 	if e.v.Expires.IsZero() || now.Before(e.v.Expires) {
 		v, err = g.hit(e, remote)
 		return v, err, true

@@ -221,17 +221,9 @@ func BenchmarkPublicGetHit(b *testing.B) {
 		b.Run(fmt.Sprintf("size=%dKiB/limits=%s", size>>10, map[bool]string{false: "off", true: "on"}[bc.limits]), func(b *testing.B) {
 			node := cache.New(cache.Config{})
 			value := []byte(strings.Repeat("x", size))
-			g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
-				Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
-					return cache.Value{Data: value}, nil
-				})})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := g.Get(b.Context(), "k"); err != nil {
-				b.Fatal(err)
-			}
+			holding(b, node.NewGroup, "k", cache.Value{Data: value})
 			var hc HandlerConfig
+			var err error
 			if bc.limits {
 				if hc.Clients, err = NewClientLimiter(DefaultClientLimits); err != nil {
 					b.Fatal(err)
@@ -269,16 +261,7 @@ func BenchmarkFastHit(b *testing.B) {
 	}
 	b.Cleanup(func() { n.Shutdown(context.Background()) })
 	value := []byte(strings.Repeat("x", 1<<10))
-	g, err := n.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
-		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
-			return cache.Value{Data: value}, nil
-		})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := g.Get(b.Context(), "k"); err != nil {
-		b.Fatal(err)
-	}
+	holding(b, n.NewGroup, "k", cache.Value{Data: value})
 	srv, err := n.NewFastServer(FastConfig{Handler: n.PublicHandler()})
 	if err != nil {
 		b.Fatal(err)
@@ -314,16 +297,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { n.Shutdown(context.Background()) })
-	g, err := n.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
-		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
-			return cache.Value{Data: value, ContentType: contentType}, nil
-		})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := g.Get(b.Context(), "key"); err != nil {
-		b.Fatal(err)
-	}
+	holding(b, n.NewGroup, "key", cache.Value{Data: value, ContentType: contentType})
 	public := n.PublicHandler()
 	fast, err := n.NewFastServer(FastConfig{Handler: public})
 	if err != nil {
@@ -404,6 +378,21 @@ func serve(b *testing.B, h http.Handler, untimed bool) string {
 	go srv.Serve(ln)
 	b.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
+}
+
+// holding adds to a node (newGroup: its NewGroup) the group testGroup, whose
+// origin answers v for every key, and loads key into its cache: the setup
+// of the hit benchmarks.
+func holding(b *testing.B, newGroup func(cache.GroupConfig) (*cache.Group, error), key string, v cache.Value) {
+	b.Helper()
+	g, err := newGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
+		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) { return v, nil })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := g.Get(b.Context(), key); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // fastServer is a FastServer or a bare fasthttp.Server.

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,16 +17,7 @@ import (
 func BenchmarkPublicGuards(b *testing.B) {
 	node := cache.New(cache.Config{})
 	value := []byte(strings.Repeat("x", 1<<10))
-	g, err := node.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
-		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
-			return cache.Value{Data: value}, nil
-		})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := g.Get(b.Context(), "k"); err != nil {
-		b.Fatal(err)
-	}
+	holding(b, node.NewGroup, "k", cache.Value{Data: value})
 	writeOnly, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
 	if err != nil {
 		b.Fatal(err)

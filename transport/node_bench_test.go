@@ -20,16 +20,7 @@ func BenchmarkNodeGetHit(b *testing.B) {
 	}
 	b.Cleanup(func() { n.Shutdown(context.Background()) })
 	value := make([]byte, 1<<10)
-	g, err := n.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 64 << 20,
-		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
-			return cache.Value{Data: value}, nil
-		})})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, err := g.Get(b.Context(), "k"); err != nil {
-		b.Fatal(err)
-	}
+	holding(b, n.NewGroup, "k", cache.Value{Data: value})
 	bare, err := NewHandler(n.Cache(), HandlerConfig{})
 	if err != nil {
 		b.Fatal(err)

@@ -11,9 +11,9 @@ import (
 
 // BenchmarkPublicGuards measures what the daemon's guards add to a public
 // GET hit of 1 KiB, next to the unguarded handler in the same run: "daemon"
-// is a write token (reads open) and the default per-client limits (a hit
-// costs one more cache lookup to tell it from a miss); "read-token" also
-// checks a bearer token on the read.
+// is a write token (reads open) and the default per-client limits (which
+// a hit, answered by one lookup, does not reach); "read-token" also checks
+// a bearer token on the read.
 func BenchmarkPublicGuards(b *testing.B) {
 	node := cache.New(cache.Config{})
 	value := []byte(strings.Repeat("x", 1<<10))

@@ -35,9 +35,13 @@ type FastConfig struct {
 	// MaxHeaderBytes bounds a request's line and headers (431 above it).
 	// Each connection holds a read buffer of this size. If zero, 16 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes bounds a request's body (413 above it), which is read
-	// whole before Handler runs. If zero, cache.DefaultMaxValueBytes;
-	// give the largest of the groups' MaxValueBytes.
+	// MaxBodyBytes is the largest body Handler accepts: give the largest
+	// of the groups' MaxValueBytes. If zero, cache.DefaultMaxValueBytes. A
+	// body is read whole before Handler runs, up to MaxBodyBytes plus
+	// 256 KiB, so that a body just over a group's limit gets the
+	// Handler's 413; a larger one gets fasthttp's 413 and the connection
+	// is closed, which a client still sending it may see as a reset, as
+	// net/http's server does past the same 256 KiB.
 	MaxBodyBytes int
 	// Logger receives what the server could not serve, such as a
 	// connection it failed to read. If nil, logs are discarded.
@@ -46,6 +50,11 @@ type FastConfig struct {
 
 // DefaultFastMaxHeaderBytes is FastConfig.MaxHeaderBytes' default.
 const DefaultFastMaxHeaderBytes = 16 << 10
+
+// bodyMargin is how far past FastConfig.MaxBodyBytes a body is still read:
+// net/http's server reads that much of a body its handler refused before
+// it closes the connection, so that the client reads the refusal.
+const bodyMargin = 256 << 10
 
 // FastServer serves a node's public API over HTTP/1.1 with
 // github.com/valyala/fasthttp, which spends less CPU per request than
@@ -110,7 +119,7 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 		WriteTimeout:          cmp.Or(cfg.WriteTimeout, ServerWriteTimeout),
 		IdleTimeout:           cmp.Or(cfg.IdleTimeout, ServerIdleTimeout),
 		ReadBufferSize:        cmp.Or(cfg.MaxHeaderBytes, DefaultFastMaxHeaderBytes),
-		MaxRequestBodySize:    cmp.Or(cfg.MaxBodyBytes, cache.DefaultMaxValueBytes),
+		MaxRequestBodySize:    cmp.Or(cfg.MaxBodyBytes, cache.DefaultMaxValueBytes) + bodyMargin,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true, // as net/http, a 204 has none
 		CloseOnShutdown:       true,

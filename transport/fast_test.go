@@ -271,6 +271,7 @@ func TestFastServerLimits(t *testing.T) {
 	t.Parallel()
 	nodes, _ := newCluster(t, 1, clusterOpts{})
 	base, _ := fastFront(t, nodes[0].n, FastConfig{ReadHeaderTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4096, MaxBodyBytes: 1000})
+	limit := 1000 + bodyMargin
 	addr := strings.TrimPrefix(base, "http://")
 
 	conn, err := net.Dial("tcp", addr)
@@ -290,8 +291,8 @@ func TestFastServerLimits(t *testing.T) {
 	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil, "X-Big", strings.Repeat("b", 8000)); r.status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("8 KB header: %d %q, want 431", r.status, r.body)
 	}
-	if r := mustDo(t, c, http.MethodPut, base+"/cache/g/k", strings.NewReader(strings.Repeat("v", 2000))); r.status != http.StatusRequestEntityTooLarge {
-		t.Errorf("2000-byte body over 1000: %d %q, want 413", r.status, r.body)
+	if r := mustDo(t, c, http.MethodPut, base+"/cache/g/k", strings.NewReader(strings.Repeat("v", limit+1))); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the server's bound: %d %q, want 413", r.status, r.body)
 	}
 	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil); r.status != http.StatusOK || r.body != string(valueOf("k")) {
 		t.Errorf("after the refusals: %d %q", r.status, r.body)
@@ -457,3 +458,19 @@ func TestFastServerRecovers(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestFastServerRefusesLargeBodyAnswered: a PUT just over the group's
+// MaxValueBytes, sent chunked (no length to refuse it by up front), gets
+// the handler's 413, not a connection closed under the client while it is
+// still sending, as fasthttp does past its own bound.
+func TestFastServerRefusesLargeBodyAnswered(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 1, clusterOpts{})
+	base, _ := fastFront(t, nodes[0].n, FastConfig{}) // MaxBodyBytes: the default MaxValueBytes
+	c := testClient(t)
+	body := io.MultiReader(strings.NewReader(strings.Repeat("v", cache.DefaultMaxValueBytes+1))) // no length: chunked
+	r, err := do(t, c, http.MethodPut, base+"/cache/g/big", body)
+	if err != nil || r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a chunked PUT of MaxValueBytes+1: %d %q %v, want 413", r.status, r.body, err)
+	}
+}

@@ -30,6 +30,10 @@ type Cluster interface {
 	Nodes() []string
 	// URL returns the base URL of a node's public API.
 	URL(node string) string
+	// PeerURL returns the base URL of a node's peer routes, as the host
+	// reaches them: their own listener's published port, or URL's when the
+	// node serves them on its public listener (RINGCACHE_PEER_LISTEN empty).
+	PeerURL(node string) string
 	// Kill ends a node with SIGKILL: no goodbye to etcd or to clients.
 	Kill(ctx context.Context, node string) error
 	// Stop ends a node with SIGTERM and waits until it has exited.
@@ -84,9 +88,10 @@ const projectPrefix = "ringcache-e2e-"
 // Compose is a Cluster run by deploy/'s scripts under docker compose, its
 // nodes published on free ports of 127.0.0.1. It is safe for concurrent use.
 type Compose struct {
-	cfg   ComposeConfig
-	env   []string
-	ports map[string]int
+	cfg       ComposeConfig
+	env       []string
+	ports     map[string]int
+	peerPorts map[string]int // of the peer listeners; nil: peers on the public one
 
 	// buildDir holds the binaries up.sh builds for this run; removed by Close.
 	buildDir string
@@ -130,7 +135,7 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 	// Free ports, so that neither a dev cluster on 8081-8083 nor a leftover of
 	// another run can be in the way. A port could be taken between here and
 	// `up`; then up.sh fails loudly rather than testing the wrong cluster.
-	ports, err := freePorts(4)
+	ports, err := freePorts(8)
 	if err != nil {
 		return nil, err
 	}
@@ -153,12 +158,19 @@ func NewCompose(ctx context.Context, cfg ComposeConfig) (*Compose, error) {
 		c.env = append(c.env, "RINGCACHE_BUILD_DIR="+c.buildDir, "RINGCACHE_REMOVE_IMAGES=1")
 		c.env = append(c.env, imageEnv(cfg.Project)...)
 	}
-	for i, p := range ports {
+	for i, p := range ports[:4] {
 		node := fmt.Sprintf("node%d", i+1)
 		c.ports[node] = p
-		c.env = append(c.env, fmt.Sprintf("RINGCACHE_NODE%d_PORT=%d", i+1, p))
+		c.env = append(c.env, fmt.Sprintf("RINGCACHE_NODE%d_PORT=%d", i+1, p),
+			fmt.Sprintf("RINGCACHE_NODE%d_PEER_PORT=%d", i+1, ports[4+i]))
 	}
 	c.env = append(c.env, cfg.Env...)
+	if !slices.Contains(cfg.Env, "RINGCACHE_PEER_LISTEN=") {
+		c.peerPorts = map[string]int{}
+		for i, p := range ports[4:] {
+			c.peerPorts[fmt.Sprintf("node%d", i+1)] = p
+		}
+	}
 
 	_, err = c.script(ctx, "up.sh")
 	// Look the containers up now: Compose takes seconds to answer, which
@@ -193,6 +205,14 @@ func (c *Compose) Nodes() []string {
 // URL implements Cluster.
 func (c *Compose) URL(node string) string {
 	return "http://127.0.0.1:" + strconv.Itoa(c.ports[node])
+}
+
+// PeerURL implements Cluster.
+func (c *Compose) PeerURL(node string) string {
+	if c.peerPorts == nil {
+		return c.URL(node)
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(c.peerPorts[node])
 }
 
 // Kill implements Cluster.

@@ -148,7 +148,7 @@ func TestSecurity(t *testing.T) {
 			for _, n := range nodes {
 				path := "/_groupcache/demo/" + url.PathEscape(key)
 				now := time.Now().Unix()
-				status, _, _ := do(method, c.URL(n)+path, "", "forged",
+				status, _, _ := do(method, c.PeerURL(n)+path, "", "forged",
 					"X-Ringcache-Date", strconv.FormatInt(now, 10),
 					"X-Ringcache-Signature", sign(publicSecret, method, path, now))
 				if status != http.StatusUnauthorized {

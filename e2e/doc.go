@@ -25,8 +25,9 @@
 // is gone) are divided by the moved keys: at most 0.02 per moved key when a
 // node joins, 0.05 when a warm node stops gracefully, and 5% of all warm keys
 // for a rolling restart of every node. TestCluster runs every scenario with
-// hashed placement; TestClusterRanges runs the membership scenarios with
-// explicit arcs (RINGCACHE_PLACEMENT=ranges).
+// hashed placement and compose's default public server, fasthttp;
+// TestClusterRanges runs the membership scenarios with explicit arcs
+// (RINGCACHE_PLACEMENT=ranges) and net/http (RINGCACHE_HTTP_SERVER).
 //
 // It is a black box: it imports none of ringcache's packages and knows only
 // the daemon's HTTP surface (/cache, /readyz, /debug/ring, /debug/origin,

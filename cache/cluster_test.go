@@ -677,3 +677,46 @@ func TestHotBorrowsMainRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestHotBorrowsMainRoomConcurrently: copies of peers' keys and loads of
+// this node's own keys race, so that the hot cache's bound is set from the
+// main cache's room while the main cache grows. Once they are done, main
+// and hot (with their dead bytes) are within MaxBytes, and every owned key
+// is still cached: no copy took room an owned key needed.
+func TestHotBorrowsMainRoomConcurrently(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	cfg := GroupConfig{MaxBytes: hotRoom(200), HotBytes: hotRoom(20)}
+	c := newCluster(t, 2, hashOwner(2), cfg, o.getter)
+	g := c.groups[0]
+	peerKeys := equalKeysOwnedBy(t, c.owner, 1, 400)
+	ownKeys := equalKeysOwnedBy(t, c.owner, 0, 150) // under the main cache's 180
+	for round := range 20 {
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Go(func() {
+				for i := w; i < len(peerKeys); i += 4 {
+					mustGet(t, g, peerKeys[i], "v:"+peerKeys[i])
+				}
+			})
+		}
+		wg.Go(func() {
+			for _, key := range ownKeys {
+				mustGet(t, g, key, "v:"+key)
+			}
+		})
+		wg.Wait()
+		s := g.Stats()
+		if used := s.MainBytes + s.HotBytes + s.DeadBytes; used > cfg.MaxBytes {
+			t.Fatalf("round %d: main %d + hot %d + dead %d bytes > MaxBytes %d", round, s.MainBytes, s.HotBytes, s.DeadBytes, cfg.MaxBytes)
+		}
+		if s.MainItems != int64(len(ownKeys)) {
+			t.Fatalf("round %d: %d of %d owned keys in the main cache", round, s.MainItems, len(ownKeys))
+		}
+		// Drop the owned keys, so that the next round's loads grow the
+		// main cache into room the hot cache borrowed meanwhile.
+		for _, key := range ownKeys {
+			g.main.remove(key)
+		}
+	}
+}

@@ -27,11 +27,8 @@ type Group struct {
 	main *lru // keys this node owns
 	hot  *lru // copies of keys owned by peers; stores nothing if cfg.HotBytes < 0
 	// lendMu serializes changes of the hot cache's bound, which is its own
-	// part plus the room the main cache leaves free (lend); lent is set
-	// while that room is more than nothing, so that the main cache's
-	// growth takes it back (reclaim).
+	// part plus the room the main cache leaves free (lend, reclaim).
 	lendMu sync.Mutex
-	lent   atomic.Bool
 	freq   *sketch // miss counts of peer-owned keys; nil without a hot cache
 
 	// loads are origin loads and never call a peer; fetches ask the owning
@@ -447,8 +444,7 @@ func (g *Group) endHandoff() {
 	}
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
-	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0))
-	g.reclaim() // the main cache's room grew: lend it at the next copy
+	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0)) // more room: lent at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,
@@ -942,18 +938,21 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 // together stay within MaxBytes. It evicts the least recently used copies
 // when the bound shrinks. With lendMu held.
 func (g *Group) lend() {
-	free := g.main.room()
-	g.hot.setMax(max(g.cfg.HotBytes, 0) + free)
-	g.lent.Store(free > 0)
+	g.hot.setMax(max(g.cfg.HotBytes, 0) + g.main.room())
 }
 
-// reclaim takes back, after the main cache grew or its bound changed, the
+// reclaim takes back, after the main cache grew or its bound shrank, the
 // room lent to the hot cache that the main cache now holds, evicting
 // copies. Between the two, main and hot may exceed MaxBytes by the entries
-// just added.
+// just added. It always takes lendMu: a copy whose bound was set from the
+// room before this growth is then stored before reclaim recomputes it, or
+// after, under the new bound; a flag that skipped the lock while nothing
+// was lent would miss the copy that was lending at that moment. It runs
+// where the main cache grows (a load, a write, an adoption), never on a
+// hit.
 func (g *Group) reclaim() {
-	if !g.lent.Load() {
-		return
+	if g.freq == nil {
+		return // no hot cache
 	}
 	g.lendMu.Lock()
 	g.lend()

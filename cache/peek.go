@@ -20,23 +20,28 @@ func (g *Group) Cached(key string) bool {
 }
 
 // GetCached is Get for a key that this node's caches answer, as Cached
-// tells them: it returns the value, counted in Stats as Get counts it, and
-// true. For a key they do not answer, or a remembered not-found, it returns
-// false and counts nothing: the caller then calls Get, which loads, asks the
-// owner or reports the not-found. So it never waits for a peer or the
-// origin, and one lookup serves a hit where Cached and then Get take two.
-func (g *Group) GetCached(key string) (Value, bool) {
+// tells them: ok is true, and v and err are what Get would return (err is
+// ErrNotFound for a remembered not-found), counted in Stats as Get counts
+// them. For a key they do not answer, ok is false and nothing is counted:
+// the caller then calls Get, which loads or asks the owner. So it never
+// waits for a peer or the origin, and one lookup serves a hit where Cached
+// and then Get take two.
+func (g *Group) GetCached(key string) (v Value, ok bool, err error) {
 	if key == "" {
-		return Value{}, false
+		return Value{}, false, nil
 	}
 	_, remote := g.pick(key)
-	e, ok := g.look(key, remote)
-	if !ok || e.notFound {
-		return Value{}, false
+	e, found := g.look(key, remote)
+	if !found {
+		return Value{}, false, nil
 	}
-	v, _, done := g.answer(key, e, remote)
-	if done {
-		g.st.gets.Add(1)
+	v, err, ok = g.answer(key, e, remote)
+	if !ok {
+		return Value{}, false, nil
 	}
-	return v, done
+	g.st.gets.Add(1)
+	if err != nil {
+		g.result(v, err) // counts the not-found
+	}
+	return v, true, err
 }

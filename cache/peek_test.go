@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -68,9 +69,9 @@ func TestCachedExpiry(t *testing.T) {
 }
 
 // TestGetCached: GetCached answers what the caches hold exactly as Get
-// would, value and counts alike, and for anything else (a miss, a
-// remembered not-found, a value past its stale window) returns false
-// without counting, so that the Get that follows counts it once.
+// would, value or remembered not-found and counts alike, and for anything
+// else (a miss, a value past its stale window) returns false without
+// counting, so that the Get that follows counts it once.
 func TestGetCached(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -87,27 +88,29 @@ func TestGetCached(t *testing.T) {
 		})
 		for _, key := range []string{"k", "missing", "brief"} {
 			before := g.Stats()
-			if _, ok := g.GetCached(key); ok || g.Stats() != before {
+			if _, ok, _ := g.GetCached(key); ok || g.Stats() != before {
 				t.Fatalf("GetCached(%q) before any Get: ok %v, stats %+v then %+v", key, ok, before, g.Stats())
 			}
 			g.Get(t.Context(), key)
 		}
 		// A hit: the same value and the same counts as a Get.
 		before := g.Stats()
-		v, ok := g.GetCached("k")
+		v, ok, err := g.GetCached("k")
 		after := g.Stats()
-		if !ok || string(v.Data) != "k" || after.Gets != before.Gets+1 || after.MainHits != before.MainHits+1 {
-			t.Fatalf("GetCached(k) = %q %v; gets %d -> %d, main hits %d -> %d", v.Data, ok, before.Gets, after.Gets, before.MainHits, after.MainHits)
+		if !ok || err != nil || string(v.Data) != "k" || after.Gets != before.Gets+1 || after.MainHits != before.MainHits+1 {
+			t.Fatalf("GetCached(k) = %q %v %v; gets %d -> %d, main hits %d -> %d", v.Data, ok, err, before.Gets, after.Gets, before.MainHits, after.MainHits)
 		}
-		if _, ok := g.GetCached("missing"); ok || g.Stats() != after {
-			t.Fatalf("GetCached of a remembered not-found: ok %v, stats changed %v", ok, g.Stats() != after)
+		// A remembered not-found: Get's error and Get's counts.
+		_, ok, err = g.GetCached("missing")
+		if s := g.Stats(); !ok || !errors.Is(err, ErrNotFound) || s.Gets != after.Gets+1 || s.NotFounds != after.NotFounds+1 || s.MainHits != after.MainHits {
+			t.Fatalf("GetCached of a remembered not-found: ok %v, %v; stats %+v then %+v", ok, err, after, s)
 		}
 		// Past its expiry, within its stale window: served stale, and a
 		// revalidation loads it again.
 		time.Sleep(2 * time.Second)
 		l := loads
-		v, ok = g.GetCached("brief")
-		if !ok || !v.Stale || string(v.Data) != "b" {
+		v, ok, err = g.GetCached("brief")
+		if !ok || err != nil || !v.Stale || string(v.Data) != "b" {
 			t.Fatalf("GetCached(brief) past its expiry = %+v %v, want the stale value", v, ok)
 		}
 		synctest.Wait()
@@ -116,7 +119,7 @@ func TestGetCached(t *testing.T) {
 		}
 		// Past its stale window too: not an answer.
 		time.Sleep(2 * time.Minute)
-		if _, ok := g.GetCached("brief"); ok {
+		if _, ok, _ := g.GetCached("brief"); ok {
 			t.Error("GetCached answered past the stale window")
 		}
 	})

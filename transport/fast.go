@@ -237,9 +237,13 @@ func (s *FastServer) hit(ctx *fasthttp.RequestCtx) bool {
 	if !ok {
 		return false
 	}
-	v, ok := g.GetCached(key)
+	v, ok, err := g.GetCached(key)
 	if !ok {
 		return false
+	}
+	if err != nil { // a remembered not-found, counted already
+		fastStatus(ctx, err)
+		return true
 	}
 
 	var buf [80]byte
@@ -282,6 +286,7 @@ var (
 	hdrNoStoreValue     = []byte(noStore[0])
 	hdrMaxAgeZero       = []byte(maxAgeZero[0])
 	hdrOctetStream      = []byte(octetStream[0])
+	hdrTextPlain        = []byte("text/plain; charset=utf-8") // http.Error's
 )
 
 // plainPath returns the path of a request target when it is in origin form
@@ -335,6 +340,18 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.Error(strconv.Itoa(code)+" "+http.StatusText(code), code) // resets the response
 	ctx.SetConnectionClose()
+}
+
+// fastStatus answers err, a remembered not-found (the one error
+// GetCached returns), as writeError does on net/http: its status, and its
+// short text with http.Error's headers.
+func fastStatus(ctx *fasthttp.RequestCtx, err error) {
+	code := StatusOf(err)
+	ctx.Response.Reset()
+	ctx.SetStatusCode(code)
+	ctx.Response.Header.SetContentTypeBytes(hdrTextPlain)
+	ctx.Response.Header.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
+	ctx.SetBodyString(errorText(err, code) + "\n")
 }
 
 // fastLogger is fasthttp's logger on slog, at debug: what fasthttp logs is

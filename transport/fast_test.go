@@ -72,7 +72,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 	staleLoads := map[string]int{}
 	hold := make(chan struct{})
 	nodes, _ := newCluster(t, 3, clusterOpts{
-		group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate = time.Hour },
+		group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate, c.NotFoundTTL = time.Hour, time.Hour },
 		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
 			if v, ok := meta(key); ok {
 				return v, nil
@@ -111,7 +111,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 	keys := []string{"plain", "typed", "volatile", "large", "edge", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
 		"~!$&'()*+,;=:@", strings.Repeat("k", DefaultMaxKeyBytes)}
 	for _, key := range keys {
-		cached := key != "volatile" && key != "missing"
+		cached := key != "volatile"
 		u := PublicPrefix + testGroup + "/" + escapeSegment(key)
 		if key == "stale" {
 			for _, f := range fronts {
@@ -120,9 +120,11 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // past its expiry: served stale from now on
 		}
 		for i, f := range fronts {
-			// A stale value is served from the owner's main cache; a hot
-			// copy past its expiry is dropped, and fetched again.
-			cached := cached && (key != "stale" || nodes[i] == owner(t, nodes, key))
+			// A stale value, and a remembered not-found (NotFoundTTL), are
+			// served from the owner's main cache; a hot copy past its
+			// expiry is dropped and fetched again, and a not-found is not
+			// copied.
+			cached := cached && (key != "stale" && key != "missing" || nodes[i] == owner(t, nodes, key))
 			// The first GET through net/http fills the node's cache: both
 			// servers then answer from it.
 			mustDo(t, c, http.MethodGet, f[0].base+u, nil)

@@ -176,12 +176,11 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 	ctx := r.Context()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		// A hit is answered from one lookup. Only a miss counts against
-		// the client's bounds: a remembered not-found (Cached, which
-		// GetCached leaves to Get) costs the origin nothing either.
-		v, ok := g.GetCached(key)
+		// What the caches answer (a value or a remembered not-found) takes
+		// one lookup; only a miss counts against the client's bounds.
+		v, ok, err := g.GetCached(key)
 		if !ok {
-			if h.cfg.Clients != nil && !g.Cached(key) {
+			if h.cfg.Clients != nil {
 				release, err := h.cfg.Clients.Acquire(r.RemoteAddr)
 				if err != nil {
 					w.Header().Set("Retry-After", "1")
@@ -190,11 +189,11 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 				}
 				defer release()
 			}
-			var err error
-			if v, err = g.Get(ctx, key); err != nil {
-				h.fail(w, r, name, key, err)
-				return
-			}
+			v, err = g.Get(ctx, key)
+		}
+		if err != nil {
+			h.fail(w, r, name, key, err)
+			return
 		}
 		h.writeValue(w, r, v)
 	case http.MethodPut:

@@ -832,13 +832,6 @@ func (l *lru) room() int64 {
 	return max(0, l.maxBytes-l.bytes-l.dead)
 }
 
-// budget returns the byte bound.
-func (l *lru) budget() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxBytes
-}
-
 // clear drops every entry.
 func (l *lru) clear() {
 	l.mu.Lock()
@@ -875,17 +868,4 @@ func (l *lru) usage() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.bytes, l.n
-}
-
-// check recomputes bytes and items by walking the live entries; tests
-// compare it with usage to prove the accounting invariant.
-func (l *lru) check() (bytes, items int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.each(func(_ int32, r *rec) bool {
-		bytes += r.size
-		items++
-		return true
-	})
-	return bytes, items
 }

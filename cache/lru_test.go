@@ -678,3 +678,23 @@ func churn(t *testing.T, l *lru) {
 	t.Logf("%d compactions, %d evictions, %d pages", compactions, l.evictions.Load(), pages)
 	assertAccounting(t, l)
 }
+
+// budget returns the byte bound.
+func (l *lru) budget() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.maxBytes
+}
+
+// check recomputes bytes and items by walking the live entries; tests
+// compare it with usage to prove the accounting invariant.
+func (l *lru) check() (bytes, items int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.each(func(_ int32, r *rec) bool {
+		bytes += r.size
+		items++
+		return true
+	})
+	return bytes, items
+}

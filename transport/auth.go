@@ -128,9 +128,18 @@ func checkToken(t string) error {
 // WritesOpen reports whether writes need no token.
 func (a *Auth) WritesOpen() bool { return a.state.Load().openWrites }
 
-// readsOpen reports whether a GET or HEAD needs no token: with a nil Auth,
-// or one without read tokens.
-func (a *Auth) readsOpen() bool { return a == nil || len(a.state.Load().read) == 0 }
+// checkRead is Check for a GET or HEAD whose Authorization header is
+// authorization; a nil Auth lets every read pass.
+func (a *Auth) checkRead(authorization string) error {
+	if a == nil {
+		return nil
+	}
+	st := a.state.Load()
+	if len(st.read) == 0 {
+		return nil
+	}
+	return st.match(authorization, st.read, st.write)
+}
 
 // Check authorizes r by its method and bearer token. It returns nil, or
 // ErrNoToken or ErrBadToken (401), or ErrWritesDisabled (403) for a write
@@ -140,10 +149,7 @@ func (a *Auth) Check(r *http.Request) error {
 	st := a.state.Load()
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if len(st.read) == 0 {
-			return nil
-		}
-		return st.match(r, st.read, st.write)
+		return a.checkRead(r.Header.Get("Authorization"))
 	case http.MethodPut, http.MethodDelete:
 		switch {
 		case st.openWrites:
@@ -151,7 +157,7 @@ func (a *Auth) Check(r *http.Request) error {
 		case len(st.write) == 0:
 			return ErrWritesDisabled
 		}
-		return st.match(r, st.write)
+		return st.match(r.Header.Get("Authorization"), st.write)
 	}
 	return nil
 }
@@ -170,8 +176,8 @@ func (a *Auth) Guard(h http.Handler) http.Handler {
 }
 
 // match checks r's bearer token against every digest in sets.
-func (st *authState) match(r *http.Request, sets ...[][sha256.Size]byte) error {
-	tok, ok := bearer(r.Header.Get("Authorization"))
+func (st *authState) match(authorization string, sets ...[][sha256.Size]byte) error {
+	tok, ok := bearer(authorization)
 	if !ok {
 		return ErrNoToken
 	}

@@ -222,7 +222,13 @@ func (s *FastServer) hit(ctx *fasthttp.RequestCtx) bool {
 	}
 	rh := &ctx.Request.Header
 	api := s.node.api
-	if len(rh.Peek("If-None-Match")) > 0 || !api.cfg.Auth.readsOpen() {
+	if len(rh.Peek("If-None-Match")) > 0 {
+		return false
+	}
+	// A read that needs a token and lacks a valid one goes the slow way,
+	// which answers 401 with its challenge. The header is copied only when
+	// sent, so an open read allocates nothing here.
+	if authz := rh.Peek("Authorization"); api.cfg.Auth.checkRead(string(authz)) != nil {
 		return false
 	}
 	p := plainPath(rh.RequestURI())

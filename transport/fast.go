@@ -59,11 +59,12 @@ const bodyMargin = 256 << 10
 // FastServer serves a node's public API over HTTP/1.1 with
 // github.com/valyala/fasthttp, which spends less CPU per request than
 // net/http's server: no goroutine hand-off to watch the connection, no
-// header map per request. A GET or HEAD of a value that the node's caches
-// hold (cache.Group.GetCached) is answered by the fast path, with the
-// headers and body the Handler would send. Every other request — writes,
-// misses, errors, conditional requests, paths that need cleaning or
-// unescaping, reads that need a token, and every route outside /cache/ — goes
+// header map per request. A GET or HEAD of a value (or a remembered
+// not-found) that the node's caches hold (cache.Group.GetCached) is
+// answered by the fast path, with the headers and body the Handler would
+// send, after the same token check. Every other request — writes, misses,
+// errors, conditional requests, paths that need cleaning or unescaping,
+// reads refused for their token, and every route outside /cache/ — goes
 // to FastConfig.Handler through fasthttpadaptor, which runs it as net/http
 // would, its body read whole first. It serves plain HTTP/1.1 only: a TLS
 // listener (for HTTP/2) stays on net/http (NewServer).

@@ -49,6 +49,12 @@ type handoffCluster struct {
 // every key at first).
 func newHandoffCluster(t *testing.T, window time.Duration) *handoffCluster {
 	t.Helper()
+	return newHandoffClusterOf(t, window, 1<<20)
+}
+
+// newHandoffClusterOf is newHandoffCluster with groups of maxBytes.
+func newHandoffClusterOf(t *testing.T, window time.Duration, maxBytes int64) *handoffCluster {
+	t.Helper()
 	c := &handoffCluster{owner: new(atomic.Int64), prev: new(atomic.Int64), loads: new(atomic.Int64)}
 	c.owner.Store(1)
 	c.prev.Store(-1)
@@ -56,7 +62,7 @@ func newHandoffCluster(t *testing.T, window time.Duration) *handoffCluster {
 	for i := range 2 {
 		n := New(Config{HandoffWindow: window, Peers: handoffRing{switchRing{self: i, peers: c.peers, owner: c.owner}, c.prev}})
 		c.peers[i].node = n
-		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: maxBytes, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 			c.loads.Add(1)
 			return Value{Data: []byte("origin:" + key)}, nil
 		})})
@@ -251,4 +257,49 @@ func TestAdoptDuringRingChanges(t *testing.T) {
 	if refused > 0 {
 		t.Fatalf("%d of 4000 adoptions refused during %d ring changes", refused, changes)
 	}
+}
+
+// TestHotBorrowsWithinTheHandoffBudget: while a hand-off holds the values
+// of keys this node no longer owns, their bytes come off the main cache's
+// bound, and so off the room the hot cache may borrow: copies of the keys
+// that moved away, fetched back from their new owner, fit beside them, and
+// main, hot and hand-off (with dead bytes) stay within MaxBytes, during the
+// window and after it.
+func TestHotBorrowsWithinTheHandoffBudget(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		one := entrySize("k000", Value{Data: []byte("origin:k000")})
+		maxBytes := 100 * one
+		c := newHandoffClusterOf(t, time.Second, maxBytes)
+		g := c.groups[1]
+		used := func(when string) {
+			t.Helper()
+			s := g.Stats()
+			held, _ := g.handoff.usage()
+			held += g.handoff.deadBytes()
+			if total := s.MainBytes + s.HotBytes + s.DeadBytes + held; total > maxBytes {
+				t.Fatalf("%s: main %d + hot %d + dead %d + hand-off %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, held, maxBytes)
+			}
+		}
+		for i := range 60 { // node 1 owns every key
+			k := fmt.Sprintf("k%03d", i)
+			mustGet(t, g, k, "origin:"+k)
+		}
+		used("before the move")
+		c.move(1, 0) // node 0 owns every key; node 1 holds its 60 for the hand-off
+		if _, n := g.handoff.usage(); n != 60 {
+			t.Fatalf("the hand-off holds %d values, want 60", n)
+		}
+		for i := range 100 { // copies, fetched from node 0 (which takes them over or loads)
+			k := fmt.Sprintf("k%03d", i)
+			mustGet(t, g, k, "origin:"+k)
+			used("copying during the window")
+		}
+		if s := g.Stats(); s.HotItems <= int64(max(g.cfg.HotBytes, 0)/one) {
+			t.Fatalf("%d copies: the hot cache borrowed nothing of the main cache's room", s.HotItems)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		used("after the window")
+	})
 }

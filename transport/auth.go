@@ -128,6 +128,10 @@ func checkToken(t string) error {
 // WritesOpen reports whether writes need no token.
 func (a *Auth) WritesOpen() bool { return a.state.Load().openWrites }
 
+// readsOpen reports whether a GET or HEAD needs no token: with a nil Auth,
+// or one without read tokens. It saves the fast path a header lookup.
+func (a *Auth) readsOpen() bool { return a == nil || len(a.state.Load().read) == 0 }
+
 // checkRead is Check for a GET or HEAD whose Authorization header is
 // authorization; a nil Auth lets every read pass.
 func (a *Auth) checkRead(authorization string) error {

@@ -227,9 +227,9 @@ func (s *FastServer) hit(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	// A read that needs a token and lacks a valid one goes the slow way,
-	// which answers 401 with its challenge. The header is copied only when
-	// sent, so an open read allocates nothing here.
-	if authz := rh.Peek("Authorization"); api.cfg.Auth.checkRead(string(authz)) != nil {
+	// which answers 401 with its challenge. Open reads skip the header's
+	// lookup, which costs a hit a measurable share.
+	if !api.cfg.Auth.readsOpen() && api.cfg.Auth.checkRead(string(rh.Peek("Authorization"))) != nil {
 		return false
 	}
 	p := plainPath(rh.RequestURI())

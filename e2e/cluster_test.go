@@ -134,14 +134,38 @@ func TestClusterRanges(t *testing.T) {
 	})
 }
 
+// publicServer tells which server answers a node's public listener at base
+// by how it takes 20 KiB of request headers: fasthttp refuses them (431; it
+// bounds them at 16 KiB), net/http takes up to 64 KiB.
+func publicServer(ctx context.Context, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("X-Padding", strings.Repeat("p", 20<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return "fasthttp", nil
+	case http.StatusOK:
+		return "net/http", nil
+	}
+	return "", fmt.Errorf("/healthz with 20 KiB of headers: %s", resp.Status)
+}
+
 // runCluster brings up a cluster with the given placement, starts the load
 // generator and runs the scenarios in order, then prints the summary.
 func runCluster(t *testing.T, placement string, scenarios []scenario) {
 	deployDir := prepareDeploy(t)
 	ctx := t.Context()
 	var server []string
+	wantServer := "fasthttp" // compose's default: the peers have a listener of their own
 	if placement == "ranges" {
-		server = []string{"RINGCACHE_HTTP_SERVER=net/http"}
+		server, wantServer = []string{"RINGCACHE_HTTP_SERVER=net/http"}, "net/http"
 	}
 
 	start := time.Now()
@@ -208,8 +232,11 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 		}
 		s.self[n] = r.Self
 		s.names[r.Self] = n
+		if got, err := publicServer(ctx, c.URL(n)); err != nil || got != wantServer {
+			t.Fatalf("%s's public listener runs %q (%v), want %s", n, got, err, wantServer)
+		}
 	}
-	t.Logf("cluster %s (placement %s) up in %s: %v", c.Project(), placement, up.Round(time.Millisecond), s.self)
+	t.Logf("cluster %s (placement %s, public API on %s) up in %s: %v", c.Project(), placement, wantServer, up.Round(time.Millisecond), s.self)
 
 	s.load, err = NewLoad(LoadConfig{Group: group, Keys: s.keys, WriteKeys: s.writeKeys,
 		Writer: "load-" + c.Project(), History: s.hist, WriteToken: c.WriteToken()})

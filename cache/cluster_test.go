@@ -627,6 +627,20 @@ func TestPeerFailuresLoggedOncePerSecond(t *testing.T) {
 	})
 }
 
+// withinBudget fails the test unless g's main and hot caches, their dead
+// page bytes and what its hand-off holds fit its MaxBytes, and returns its
+// Stats.
+func withinBudget(t *testing.T, g *Group, when string) Stats {
+	t.Helper()
+	s := g.Stats()
+	held, _ := g.handoff.usage()
+	held += g.handoff.deadBytes()
+	if used := s.MainBytes + s.HotBytes + s.DeadBytes + held; used > g.cfg.MaxBytes {
+		t.Fatalf("%s: main %d + hot %d + dead %d + hand-off %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, held, g.cfg.MaxBytes)
+	}
+	return s
+}
+
 // TestHotBorrowsMainRoom: the hot cache keeps copies beyond its own part
 // in the room the main cache leaves free, and gives that room back as the
 // main cache grows, evicting copies and never the keys this node owns;
@@ -639,11 +653,7 @@ func TestHotBorrowsMainRoom(t *testing.T) {
 	g := c.groups[0]
 	check := func(when string) Stats {
 		t.Helper()
-		s := g.Stats()
-		if used := s.MainBytes + s.HotBytes + s.DeadBytes; used > cfg.MaxBytes {
-			t.Fatalf("%s: main %d + hot %d + dead %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, cfg.MaxBytes)
-		}
-		return s
+		return withinBudget(t, g, when)
 	}
 	peerKeys := equalKeysOwnedBy(t, c.owner, 1, 40)
 	ownKeys := equalKeysOwnedBy(t, c.owner, 0, 30)
@@ -706,10 +716,7 @@ func TestHotBorrowsMainRoomConcurrently(t *testing.T) {
 			}
 		})
 		wg.Wait()
-		s := g.Stats()
-		if used := s.MainBytes + s.HotBytes + s.DeadBytes; used > cfg.MaxBytes {
-			t.Fatalf("round %d: main %d + hot %d + dead %d bytes > MaxBytes %d", round, s.MainBytes, s.HotBytes, s.DeadBytes, cfg.MaxBytes)
-		}
+		s := withinBudget(t, g, fmt.Sprintf("round %d", round))
 		if s.MainItems != int64(len(ownKeys)) {
 			t.Fatalf("round %d: %d of %d owned keys in the main cache", round, s.MainItems, len(ownKeys))
 		}

@@ -272,15 +272,7 @@ func TestHotBorrowsWithinTheHandoffBudget(t *testing.T) {
 		maxBytes := 100 * one
 		c := newHandoffClusterOf(t, time.Second, maxBytes)
 		g := c.groups[1]
-		used := func(when string) {
-			t.Helper()
-			s := g.Stats()
-			held, _ := g.handoff.usage()
-			held += g.handoff.deadBytes()
-			if total := s.MainBytes + s.HotBytes + s.DeadBytes + held; total > maxBytes {
-				t.Fatalf("%s: main %d + hot %d + dead %d + hand-off %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, held, maxBytes)
-			}
-		}
+		used := func(when string) { t.Helper(); withinBudget(t, g, when) }
 		for i := range 60 { // node 1 owns every key
 			k := fmt.Sprintf("k%03d", i)
 			mustGet(t, g, k, "origin:"+k)

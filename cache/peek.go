@@ -27,6 +27,12 @@ func (g *Group) Cached(key string) bool {
 // waits for a peer or the origin, and one lookup serves a hit where Cached
 // and then Get take two.
 func (g *Group) GetCached(key string) (v Value, ok bool, err error) {
+	return g.getCached(key, false)
+}
+
+// getCached is GetCached; peer counts the answer as a request that came
+// from a peer too (PeerView.GetCached).
+func (g *Group) getCached(key string, peer bool) (v Value, ok bool, err error) {
 	if key == "" {
 		return Value{}, false, nil
 	}
@@ -40,6 +46,9 @@ func (g *Group) GetCached(key string) (v Value, ok bool, err error) {
 		return Value{}, false, nil
 	}
 	g.st.gets.Add(1)
+	if peer {
+		g.st.peerGets.Add(1)
+	}
 	if err != nil {
 		g.result(v, err) // counts the not-found
 	}

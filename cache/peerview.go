@@ -29,6 +29,14 @@ func (p PeerView) Get(ctx context.Context, key string, interval time.Duration, b
 	return p.g.getLocal(ctx, key, interval, beat)
 }
 
+// GetCached is Get for a key this node's caches answer (Group.GetCached):
+// ok is false, and nothing is counted, when answering would need a load.
+// It never waits, so a transport can answer many keys of one request at
+// once and load only the rest.
+func (p PeerView) GetCached(key string) (v Value, ok bool, err error) {
+	return p.g.getCached(key, true)
+}
+
 // Set applies a write of key as its owner, for a Store that came from a
 // peer: it stores v in the main cache, then drops key's copies on every
 // other node (PeerPicker.DropCopies). v.Expires, or else the group's TTL,

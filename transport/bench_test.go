@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/golang/groupcache"
@@ -109,28 +110,32 @@ func newPeerOwner(b *testing.B, size int) *peerOwner {
 var peerClients = []struct {
 	name      string
 	transport func(Config) http.RoundTripper
+	single    bool // Config.DisableCoalescing
 }{
-	{"direct", func(cfg Config) http.RoundTripper { return newPeerTransport(cfg, &net.Dialer{}) }},
-	{"h1", func(cfg Config) http.RoundTripper { return newHTTPTransport(cfg, &net.Dialer{}) }},
+	{"direct", func(cfg Config) http.RoundTripper { return newPeerTransport(cfg, &net.Dialer{}) }, false},
+	{"direct-single", func(cfg Config) http.RoundTripper { return newPeerTransport(cfg, &net.Dialer{}) }, true},
+	{"h1", func(cfg Config) http.RoundTripper { return newHTTPTransport(cfg, &net.Dialer{}) }, true},
 	{"h1-64KiB-buffers", func(cfg Config) http.RoundTripper {
 		tr := newHTTPTransport(cfg, &net.Dialer{})
 		tr.WriteBufferSize = 64 << 10
 		tr.ReadBufferSize = 64 << 10
 		return tr
-	}},
+	}, true},
 	{"h2c", func(cfg Config) http.RoundTripper {
 		tr := newHTTPTransport(cfg, &net.Dialer{})
 		tr.Protocols = new(http.Protocols)
 		tr.Protocols.SetUnencryptedHTTP2(true)
 		return tr
-	}},
+	}, true},
 }
 
 // BenchmarkPeerFetch measures one peer fetch over loopback: the requester's
 // client, the owner's peer handler serving from its main cache, and the
-// response decoded. parallel=true runs 32 callers per CPU. client=direct
-// is the Pool as it is (directTransport); the other ringcache clients are
-// the Pool with net/http's Transport instead: HTTP/1.1 (h1), the same with
+// response decoded. parallel=true runs 32 callers per CPU, each fetching
+// the next of 64 keys. client=direct is the Pool as it is (directTransport,
+// concurrent fetches coalesced into batches); direct-single is the same
+// with DisableCoalescing; the other ringcache clients are the Pool with
+// net/http's Transport instead, every fetch alone: HTTP/1.1 (h1), the same with
 // 64 KiB buffers, and HTTP/2 without TLS (h2c, prior knowledge: net/http's
 // own implementation, which golang.org/x/net/http2 also is). client=groupcache
 // is groupcache's own HTTPPool client (http.DefaultTransport, 2 idle
@@ -142,7 +147,7 @@ func BenchmarkPeerFetch(b *testing.B) {
 				name := fmt.Sprintf("size=%dKiB/parallel=%v/client=%s", size>>10, parallel, pc.name)
 				b.Run(name, func(b *testing.B) {
 					o := newPeerOwner(b, size)
-					pool, err := NewPool(Config{Self: "http://requester.invalid"})
+					pool, err := NewPool(Config{Self: "http://requester.invalid", DisableCoalescing: pc.single})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -151,16 +156,25 @@ func BenchmarkPeerFetch(b *testing.B) {
 					if err := pool.Set(o.url); err != nil {
 						b.Fatal(err)
 					}
-					key := o.key
-					for i := 0; pool.Owner(key) != o.url; i++ {
-						key = fmt.Sprint(o.key, i) // the owner's origin serves any key
+					var keys []string
+					for i := 0; len(keys) < 64; i++ {
+						if k := fmt.Sprint(o.key, i); pool.Owner(k) == o.url {
+							keys = append(keys, k) // the owner's origin serves any key
+						}
 					}
-					pe, ok := pool.PickPeer(key)
+					pe, ok := pool.PickPeer(keys[0])
 					if !ok {
 						b.Fatal("no peer owns the key")
 					}
 					ctx := b.Context()
+					for _, k := range keys { // the owner loads each once
+						if _, err := pe.Fetch(ctx, testGroup, k); err != nil {
+							b.Fatal(err)
+						}
+					}
+					var next atomic.Uint32
 					fetches(b, size, parallel, func() error {
+						key := keys[next.Add(1)%uint32(len(keys))]
 						v, err := pe.Fetch(ctx, testGroup, key)
 						if err != nil || !bytes.Equal(v.Data, o.value) {
 							return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)

@@ -128,6 +128,15 @@ type Config struct {
 	// system's roots without a client certificate.
 	TLS *PeerTLS
 
+	// DisableCoalescing makes every fetch from a peer a request of its own.
+	// By default, while a fetch to a peer is in flight, the next fetches to
+	// it for one group wait and go together in one request (at most 64
+	// keys), which the peer answers from its caches; keys it would have to
+	// load are then fetched alone (see the package doc). Peers that do not
+	// take such requests, groupcache's among them, are asked one key at a
+	// time either way.
+	DisableCoalescing bool
+
 	// Logger receives membership changes and refused peer requests. If nil,
 	// logs are discarded.
 	Logger *slog.Logger

@@ -184,14 +184,9 @@ func (pe *peer) adopt(ctx context.Context, group string, body []byte) (int, erro
 
 // serveAdopt takes a batch of values handed over by a leaving node.
 func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escapedGroup string) {
-	group, err := url.QueryUnescape(escapedGroup)
+	g, err := h.group(escapedGroup)
 	if err != nil {
-		writePeerError(w, fmt.Errorf("%w: group: %v", ErrBadPath, err))
-		return
-	}
-	g, ok := h.node.Group(group)
-	if !ok {
-		writePeerError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, group))
+		writePeerError(w, err)
 		return
 	}
 	sender := r.Header.Get(hdrPeer)
@@ -239,6 +234,19 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 	}
 	w.Header().Set(hdrAdopted, strconv.Itoa(adopted))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// group returns the group an escaped path segment names.
+func (h *peerHandler) group(escaped string) (*cache.Group, error) {
+	name, err := url.QueryUnescape(escaped)
+	if err != nil {
+		return nil, fmt.Errorf("%w: group: %v", ErrBadPath, err)
+	}
+	g, ok := h.node.Group(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name)
+	}
+	return g, nil
 }
 
 // appendRecord appends one value of a batch: key, content type, expiry

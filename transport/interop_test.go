@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // startGroupcache builds testdata/gcpeer (groupcache as shipped) and runs it
@@ -63,7 +64,12 @@ func startGroupcache(t *testing.T, peers []string) string {
 // that need escaping.
 func TestGroupcacheInterop(t *testing.T) {
 	t.Parallel()
-	nodes, loads := newCluster(t, 2, clusterOpts{})
+	var ops peerOps
+	nodes, loads := newCluster(t, 2, clusterOpts{pool: func(i int, c *Config) {
+		if i == 0 {
+			c.OnPeerRequest = ops.hook
+		}
+	}})
 	urls := []string{nodes[0].url, nodes[1].url}
 	gc := startGroupcache(t, urls)
 	for _, n := range nodes {
@@ -72,6 +78,44 @@ func TestGroupcacheInterop(t *testing.T) {
 		}
 	}
 	c := testClient(t)
+
+	// First contact is a batch: while a fetch of a slow key is in flight
+	// to groupcache, the next fetch to it goes in a batch, which groupcache
+	// does not know. It is answered by a GET of its own, and the peer is
+	// asked one key at a time from then on.
+	gcOwned := func(prefix string) string {
+		for i := 0; ; i++ {
+			if k := fmt.Sprint(prefix, i); nodes[0].pool.Owner(k) == gc {
+				return k
+			}
+		}
+	}
+	slow, next := gcOwned("slow-"), gcOwned("next-")
+	slowDone := make(chan error, 1)
+	go func() {
+		v, err := nodes[0].group.Get(t.Context(), slow)
+		if err == nil && string(v.Data) != "gc:"+slow {
+			err = fmt.Errorf("%q", v.Data)
+		}
+		slowDone <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if v, err := nodes[0].group.Get(t.Context(), next); err != nil || string(v.Data) != "gc:"+next {
+		t.Fatalf("fetch of %q from groupcache while another was in flight: %q %v", next, v.Data, err)
+	}
+	if err := <-slowDone; err != nil {
+		t.Fatalf("slow fetch from groupcache: %v", err)
+	}
+	if n, failed := ops.count("batch"); n != 1 || failed != 1 {
+		t.Fatalf("batches to groupcache: %d, %d failed; want one, refused", n, failed)
+	}
+	if gets, failed := ops.count("get"); gets != 2 || failed != 0 {
+		t.Fatalf("GETs to groupcache: %d, %d failed; want 2", gets, failed)
+	}
+	if s := nodes[0].group.Stats(); s.LocalLoads != 0 || s.PeerErrors != 0 {
+		t.Fatalf("node 0: %d local loads, %d peer errors; groupcache should have served both", s.LocalLoads, s.PeerErrors)
+	}
+
 	gcGet := func(key string) response {
 		t.Helper()
 		return mustDo(t, c, http.MethodGet, gc+"/get?key="+url.QueryEscape(key), nil)
@@ -141,7 +185,7 @@ func TestGroupcacheInterop(t *testing.T) {
 		}
 		gcLoads = append(gcLoads, k)
 	}
-	var want []string
+	want := []string{slow, next}
 	for _, key := range keys {
 		if nodes[0].pool.Owner(key) == gc {
 			want = append(want, key)

@@ -40,6 +40,12 @@ type peer struct {
 	// waiting out its own PeerTimeout.
 	waiting sync.Map
 
+	// fetching counts the fetches in flight to the peer, single or
+	// batched; coalescing starts when one is (coalesce.go).
+	fetching atomic.Int32
+	noBatch  atomic.Bool // the peer does not take batches
+	batches  sync.Map    // group name → *coalescer
+
 	contact contact
 	// membership is what the peer last said about this node: whether its
 	// ring counts this node in, as of when the request was sent.
@@ -121,7 +127,16 @@ type exchange struct {
 // Fetch asks the peer for key's value with groupcache's GET. The peer serves
 // it with PeerView.Get and never forwards it; while its origin load runs
 // it sends 102 Processing, which keeps the request alive past PeerTimeout.
+// While another fetch to the peer is in flight, the key goes in a batch
+// with others first (coalesce.go).
 func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, error) {
+	if c := pe.coalescer(group); c != nil {
+		if v, err, final := c.fetch(ctx, key); final {
+			return v, err
+		}
+	}
+	pe.fetching.Add(1)
+	defer pe.fetching.Add(-1)
 	var v cache.Value
 	err := pe.do(ctx, peerRequest{op: "get", method: http.MethodGet, group: group, key: key, read: func(res *http.Response) error {
 		var err error
@@ -193,6 +208,8 @@ type peerRequest struct {
 	write bool
 	// probe lets the request through an open breaker.
 	probe bool
+	// lease asks for a contact lease (every GET does).
+	lease bool
 }
 
 // errSilent is the cause of a request that got no byte for PeerTimeout.
@@ -257,7 +274,7 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	st := p.state.Load()
 	req.Header[hdrPeer] = p.selfHeader
 	req.Header[hdrRingVersion] = st.versionHeader
-	if r.method == http.MethodGet {
+	if r.method == http.MethodGet || r.lease {
 		req.Header[hdrLease] = leaseWanted
 	}
 	if r.header != nil {
@@ -361,33 +378,13 @@ func statusError(res *http.Response) error {
 // and the value is a subslice of it: no second copy, and no spare capacity
 // that the cache's byte accounting would not see.
 func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
-	if res.ContentLength > limit {
-		return cache.Value{}, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
-	}
-	var body []byte
-	if res.ContentLength >= 0 {
-		body = make([]byte, res.ContentLength)
-		if _, err := io.ReadFull(res.Body, body); err != nil {
-			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
-		}
-	} else {
-		// One byte past the limit tells a body that is too long from one
-		// that is exactly as long as allowed.
-		var err error
-		body, err = io.ReadAll(io.LimitReader(res.Body, limit+1))
-		if err != nil {
-			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
-		}
-		if int64(len(body)) > limit {
-			return cache.Value{}, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
-		}
+	body, err := readBody(res, limit)
+	if err != nil {
+		return cache.Value{}, err
 	}
 	data, err := getResponseValue(body)
 	if err != nil {
 		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
-	}
-	if res.ContentLength < 0 {
-		data = bytes.Clone(data) // io.ReadAll leaves spare capacity
 	}
 	exp, err := parseExpires(res.Header.Get(hdrExpires))
 	if err != nil {

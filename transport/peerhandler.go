@@ -31,7 +31,10 @@ import (
 //	        204 or 421), or, with X-Ringcache-Scope: copy, the drop of this
 //	        node's own copies that an owner sends after a write (204)
 //
-// and <BasePath>_lease, the contact-lease ping (lease.go). Writes answer
+// and <BasePath>_lease, the contact-lease ping (lease.go);
+// <BasePath>_fetch/<group>, a POST of keys answered from this node's caches
+// (coalesce.go); <BasePath>_adopt/<group>, values handed over by a leaving
+// node (drain.go). Writes answer
 // with X-Ringcache-Unreached naming the nodes that could not be told. A key
 // the origin does not have is a 404 with the X-Ringcache-Not-Found header;
 // an unknown group is a plain 404, as in groupcache. With Config.Secrets
@@ -65,7 +68,8 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writePeerError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
 		return
 	}
-	wantsLease := r.Method == http.MethodGet && r.Header.Get(hdrLease) != ""
+	batch := r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+batchRoute)
+	wantsLease := (r.Method == http.MethodGet || batch) && r.Header.Get(hdrLease) != ""
 	grant := func() {
 		if wantsLease {
 			sender := r.Header.Get(hdrPeer)
@@ -84,6 +88,10 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if path == cfg.BasePath+leaseRoute && r.Method == http.MethodGet {
 		grant()
 		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if batch {
+		h.serveBatch(w, r, strings.TrimPrefix(path, cfg.BasePath+batchRoute), grant)
 		return
 	}
 	if r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+adoptRoute) {

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/golang/groupcache"
 )
@@ -58,6 +59,9 @@ func main() {
 			mu.Lock()
 			loads = append(loads, url.QueryEscape(key))
 			mu.Unlock()
+			if strings.HasPrefix(key, "slow-") {
+				time.Sleep(300 * time.Millisecond) // holds a peer's fetch in flight
+			}
 			return dest.SetString("gc:" + key)
 		}))
 

@@ -1,0 +1,416 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// Coalescing: while a fetch to a peer is in flight, the next fetches from
+// this node to that peer for one group wait for it and then go together, in
+// one POST <BasePath>_fetch/<group> naming their keys (a batch). The peer
+// answers each key from its caches only, as a single GET that hits there
+// would be answered: a value, a remembered not-found, or "miss". A key it
+// would have to load (or refuses, or leaves out of the answer) is then
+// fetched alone with groupcache's GET, which loads it once at the owner and
+// keeps the liveness signals of a load. So a batch never waits for an
+// origin, one slow key never holds up the others, and every guarantee of a
+// fetch is the single GET's: the batch is only a cheaper way to ask for
+// what the owner already holds.
+//
+// When nothing is in flight to the peer a fetch goes alone at once, so
+// coalescing adds no latency to a quiet node; under load the keys that
+// arrive during one batch's round trip share the next (group commit, at
+// most maxBatchKeys to a batch).
+//
+// A peer that does not know the route (a groupcache node, which answers
+// without our headers, or an older ringcache node, which answers 405) is
+// asked singly from then on.
+const (
+	// batchRoute, under BasePath and followed by a group, takes a POST of
+	// keys. No other request to a group's path is a POST but adoptRoute's,
+	// so it collides with no key.
+	batchRoute = "_fetch/"
+	batchType  = "application/x-ringcache-batch"
+	// maxBatchKeys bounds the keys of one batch.
+	maxBatchKeys = 64
+	// batchValueBytes is the largest value a batch answer carries, and
+	// batchAnswerBytes bounds the values of one answer: a larger value is
+	// answered "miss" and fetched alone, where its bytes cost more than
+	// the exchange that coalescing saves.
+	batchValueBytes  = 64 << 10
+	batchAnswerBytes = 1 << 20
+)
+
+// Frames of a batch answer, one per key, in any order.
+const (
+	frameValue    = 'v' // index, content type, expiry, flags, age, data
+	frameNotFound = 'n' // index: the origin does not have the key
+	frameMiss     = 'm' // index: fetch the key alone
+)
+
+// Flags of a value frame.
+const (
+	flagNoStore = 1 << iota
+	flagStale
+)
+
+// packMax is the largest value the cache copies into its pages (cache's
+// packMax); a larger one it keeps as given.
+const packMax = 2 << 10
+
+// maxFrameOverhead bounds a frame's bytes besides its content type and data.
+const maxFrameOverhead = 1 + 3*binary.MaxVarintLen64 + 1 + 2*binary.MaxVarintLen64
+
+// maxBatchAnswer bounds a batch answer as a requester reads it: the owner
+// stops adding values at batchAnswerBytes, and the other frames are small.
+const maxBatchAnswer = batchAnswerBytes + batchValueBytes + maxBatchKeys*maxFrameOverhead
+
+// errBatchAnswer reports a batch answer that breaks the frame format.
+var errBatchAnswer = errors.New("malformed batch answer")
+
+// appendKeys encodes a batch's keys, each length-prefixed.
+func appendKeys(b []byte, keys []string) []byte {
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+	}
+	return b
+}
+
+// readKeys decodes a batch's keys: at most maxBatchKeys.
+func readKeys(b []byte) ([]string, error) {
+	var keys []string
+	for len(b) > 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, errors.New("truncated key")
+		}
+		if len(keys) == maxBatchKeys {
+			return nil, fmt.Errorf("more than %d keys", maxBatchKeys)
+		}
+		keys = append(keys, string(b[n:n+int(l)]))
+		b = b[n+int(l):]
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("no keys")
+	}
+	return keys, nil
+}
+
+// maxBatchBody bounds a batch request's body.
+func maxBatchBody(maxKeyBytes int) int64 {
+	return int64(maxBatchKeys * (binary.MaxVarintLen64 + maxKeyBytes))
+}
+
+// appendIndexFrame appends a frame of kind that holds key i's index alone.
+func appendIndexFrame(b []byte, kind byte, i int) []byte {
+	return binary.AppendUvarint(append(b, kind), uint64(i))
+}
+
+// appendValueFrame appends key i's value.
+func appendValueFrame(b []byte, i int, v cache.Value) []byte {
+	b = append(b, frameValue)
+	b = binary.AppendUvarint(b, uint64(i))
+	b = binary.AppendUvarint(b, uint64(len(v.ContentType)))
+	b = append(b, v.ContentType...)
+	var exp int64
+	if !v.Expires.IsZero() {
+		exp = v.Expires.UnixNano()
+	}
+	b = binary.AppendVarint(b, exp)
+	var flags byte
+	if v.NoStore {
+		flags |= flagNoStore
+	}
+	if v.Stale {
+		flags |= flagStale
+	}
+	b = append(b, flags)
+	b = binary.AppendUvarint(b, uint64(max(v.Age.Milliseconds(), 0)))
+	b = binary.AppendUvarint(b, uint64(len(v.Data)))
+	return append(b, v.Data...)
+}
+
+// batchResult is one key's answer in a batch. final is false when the key
+// must be fetched alone.
+type batchResult struct {
+	v     cache.Value
+	err   error
+	final bool
+}
+
+// readFrames decodes a batch answer into res, one slot per key sent. A
+// value of up to packMax bytes is a subslice of b (b is allocated for this
+// answer alone and never reused), capped so that appending to it cannot
+// write into the next; a larger one is a copy.
+func readFrames(b []byte, res []batchResult) error {
+	seen := make([]bool, len(res))
+	for len(b) > 0 {
+		kind := b[0]
+		b = b[1:]
+		u, n := binary.Uvarint(b)
+		if n <= 0 || u >= uint64(len(res)) || seen[u] {
+			return fmt.Errorf("%w: bad key index", errBatchAnswer)
+		}
+		b = b[n:]
+		i := int(u)
+		seen[i] = true
+		switch kind {
+		case frameMiss:
+			continue
+		case frameNotFound:
+			res[i] = batchResult{err: cache.ErrNotFound, final: true}
+			continue
+		case frameValue:
+		default:
+			return fmt.Errorf("%w: frame %q", errBatchAnswer, kind)
+		}
+		field := func() ([]byte, bool) {
+			l, n := binary.Uvarint(b)
+			if n <= 0 || l > uint64(len(b)-n) {
+				return nil, false
+			}
+			f := b[n : n+int(l) : n+int(l)]
+			b = b[n+int(l):]
+			return f, true
+		}
+		ct, ok := field()
+		if !ok {
+			return fmt.Errorf("%w: content type", errBatchAnswer)
+		}
+		exp, n := binary.Varint(b)
+		if n <= 0 || len(b) < n+1 {
+			return fmt.Errorf("%w: expiry", errBatchAnswer)
+		}
+		flags := b[n]
+		b = b[n+1:]
+		age, n := binary.Uvarint(b)
+		if n <= 0 || age > uint64(time.Duration(1<<63-1).Milliseconds()) {
+			return fmt.Errorf("%w: age", errBatchAnswer)
+		}
+		b = b[n:]
+		data, ok := field()
+		if !ok {
+			return fmt.Errorf("%w: data", errBatchAnswer)
+		}
+		if len(data) > packMax {
+			// The cache copies a small value into its pages, but keeps a
+			// large one as it is, which would keep the whole answer alive.
+			data = append(make([]byte, 0, len(data)), data...)
+		}
+		v := cache.Value{Data: data, ContentType: string(ct), NoStore: flags&flagNoStore != 0, Stale: flags&flagStale != 0}
+		if v.Data == nil {
+			v.Data = []byte{}
+		}
+		if exp != 0 {
+			v.Expires = time.Unix(0, exp)
+		}
+		if v.Stale {
+			v.Age = time.Duration(age) * time.Millisecond
+		}
+		res[i] = batchResult{v: v, final: true}
+	}
+	return nil
+}
+
+// serveBatch answers a batch of keys from this node's caches (the owner's
+// side of coalescing). Keys it would have to load, keys it refuses and
+// values too large for a batch are answered "miss": the requester fetches
+// them alone.
+func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escapedGroup string, grant func()) {
+	cfg := &h.pool.cfg
+	g, err := h.group(escapedGroup)
+	if err != nil {
+		writePeerError(w, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBatchBody(cfg.MaxKeyBytes)))
+	if err != nil {
+		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
+		return
+	}
+	if err := h.pool.auth.checkBody(r, body); err != nil {
+		h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
+		writePeerError(w, err)
+		return
+	}
+	keys, err := readKeys(body)
+	if err != nil {
+		writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+		return
+	}
+	pv := g.PeerView()
+	var buf []byte
+	values := 0
+	for i, key := range keys {
+		if checkKey(key, cfg.MaxKeyBytes) != nil {
+			buf = appendIndexFrame(buf, frameMiss, i)
+			continue
+		}
+		v, ok, err := pv.GetCached(key)
+		switch {
+		case ok && err == nil && len(v.Data) <= batchValueBytes && values+len(v.Data)+len(v.ContentType) <= batchAnswerBytes:
+			values += len(v.Data) + len(v.ContentType)
+			buf = appendValueFrame(buf, i, v)
+		case ok && errors.Is(err, cache.ErrNotFound):
+			buf = appendIndexFrame(buf, frameNotFound, i)
+		default:
+			buf = appendIndexFrame(buf, frameMiss, i)
+		}
+	}
+	// At the answer, as a single GET's second grant: nothing but the
+	// lookups above ran since the request arrived.
+	grant()
+	w.Header().Set("Content-Type", batchType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
+	w.Write(buf)
+}
+
+// coalescer gathers one group's fetches to one peer into batches.
+type coalescer struct {
+	pe    *peer
+	group string
+
+	mu   sync.Mutex
+	busy bool   // a batch that will send the next one is in flight
+	open *batch // keys waiting for it
+}
+
+// batch is one request's keys and, once done is closed, their answers.
+type batch struct {
+	keys  []string
+	res   []batchResult
+	chain bool // when it ends, it sends c.open
+	done  chan struct{}
+}
+
+// coalescer returns the peer's coalescer of group, or nil when fetches to
+// the peer go alone: coalescing is off, the peer does not batch, or nothing
+// is in flight to it.
+func (pe *peer) coalescer(group string) *coalescer {
+	if pe.pool.cfg.DisableCoalescing || pe.noBatch.Load() || pe.contact.legacy.Load() || pe.fetching.Load() == 0 {
+		return nil
+	}
+	if c, ok := pe.batches.Load(group); ok {
+		return c.(*coalescer)
+	}
+	c, _ := pe.batches.LoadOrStore(group, &coalescer{pe: pe, group: group})
+	return c.(*coalescer)
+}
+
+// fetch adds key to the open batch and waits for its answer. final is
+// false when the key must be fetched alone.
+func (c *coalescer) fetch(ctx context.Context, key string) (v cache.Value, err error, final bool) {
+	c.mu.Lock()
+	b := c.open
+	if b == nil {
+		b = &batch{done: make(chan struct{})}
+		c.open = b
+	}
+	i := len(b.keys)
+	b.keys = append(b.keys, key)
+	var send *batch
+	switch {
+	case !c.busy:
+		c.busy, b.chain, c.open, send = true, true, nil, b
+	case len(b.keys) == maxBatchKeys:
+		c.open, send = nil, b // another in flight: a full batch need not wait
+	}
+	c.mu.Unlock()
+	if send != nil {
+		go c.send(send)
+	}
+	select {
+	case <-b.done:
+		r := b.res[i]
+		return r.v, r.err, r.final
+	case <-ctx.Done():
+		return cache.Value{}, ctx.Err(), true
+	}
+}
+
+// send sends b and the batches that gather while each is in flight.
+func (c *coalescer) send(b *batch) {
+	for b != nil {
+		c.pe.sendBatch(c.group, b)
+		close(b.done)
+		if !b.chain {
+			return
+		}
+		c.mu.Lock()
+		b, c.open = c.open, nil
+		if b == nil {
+			c.busy = false
+		} else {
+			b.chain = true
+		}
+		c.mu.Unlock()
+	}
+}
+
+// sendBatch asks the peer for b's keys and fills b.res. On any failure the
+// keys are left to be fetched alone: the single GETs then meet the same
+// peer with their own rules (an open breaker fails them at once).
+func (pe *peer) sendBatch(group string, b *batch) {
+	b.res = make([]batchResult, len(b.keys))
+	pe.fetching.Add(1)
+	defer pe.fetching.Add(-1)
+	// The keys' own callers wait on their contexts; this one ends when the
+	// peer falls silent (PeerTimeout), and an owner answers from memory.
+	err := pe.do(context.Background(), peerRequest{op: "batch", method: http.MethodPost,
+		path: pe.pool.cfg.BasePath + batchRoute + escapeSegment(group), body: appendKeys(nil, b.keys), lease: true,
+		read: func(res *http.Response) error {
+			if res.Header.Get("Content-Type") != batchType {
+				return fmt.Errorf("%w: content type %q", errBatchAnswer, res.Header.Get("Content-Type"))
+			}
+			body, err := readBody(res, maxBatchAnswer)
+			if err != nil {
+				return err
+			}
+			return readFrames(body, b.res)
+		}})
+	if err == nil {
+		return
+	}
+	if perr, ok := errors.AsType[*PeerError](err); ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()) {
+		pe.noBatch.Store(true)
+		pe.pool.cfg.Logger.Info("transport: peer does not take batches; fetching from it one key at a time", "peer", pe.url)
+	}
+	for i := range b.res {
+		b.res[i] = batchResult{}
+	}
+}
+
+// readBody reads a response body of at most limit bytes into a slice of its
+// exact size.
+func readBody(res *http.Response, limit int64) ([]byte, error) {
+	if res.ContentLength > limit {
+		return nil, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
+	}
+	if res.ContentLength >= 0 {
+		body := make([]byte, res.ContentLength)
+		if _, err := io.ReadFull(res.Body, body); err != nil {
+			return nil, fmt.Errorf("reading response body: %w", err)
+		}
+		return body, nil
+	}
+	// One byte past the limit tells a body that is too long from one that
+	// is exactly as long as allowed.
+	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading response body: %w", err)
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
+	}
+	return append(make([]byte, 0, len(body)), body...), nil // io.ReadAll leaves spare capacity
+}

@@ -1,0 +1,355 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// peerOps records the peer requests a node makes (Config.OnPeerRequest).
+type peerOps struct {
+	mu   sync.Mutex
+	ops  map[string]int // op -> requests
+	bad  map[string]int // op -> requests that failed other than not-found
+	last error
+}
+
+func (o *peerOps) hook(_, op string, _ time.Duration, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.ops == nil {
+		o.ops, o.bad = map[string]int{}, map[string]int{}
+	}
+	o.ops[op]++
+	if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		o.bad[op]++
+		o.last = err
+	}
+}
+
+func (o *peerOps) count(op string) (n, failed int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ops[op], o.bad[op]
+}
+
+// slowPeer delays every peer request to a node, so that fetches to it
+// overlap and coalesce.
+func slowPeer(d time.Duration) func(int, http.Handler) http.Handler {
+	return func(_ int, h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(d)
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// coalesceOrigin serves typed values that expire, a not-found for keys
+// that start with "missing", and a 100 KiB value (too large for a batch)
+// for keys that start with "big".
+func coalesceOrigin(_ context.Context, _, key string) (cache.Value, error) {
+	switch {
+	case strings.HasPrefix(key, "missing"):
+		return cache.Value{}, cache.ErrNotFound
+	case strings.HasPrefix(key, "big"):
+		return cache.Value{Data: bytes.Repeat([]byte(key[:1]), 100<<10), ContentType: "application/octet-stream"}, nil
+	}
+	return cache.Value{Data: valueOf(key), ContentType: "text/x-" + key, Expires: time.Now().Add(time.Hour)}, nil
+}
+
+// TestFetchesCoalesce: concurrent fetches from one node to one owner share
+// requests, and each key's answer is what a fetch of its own gives: the
+// value with its content type and expiry, a not-found, a value too large to
+// batch, and keys the owner had to load (loaded once, by the owner).
+func TestFetchesCoalesce(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, loads := newCluster(t, 2, clusterOpts{
+		pool: func(i int, c *Config) {
+			if i == 0 {
+				c.OnPeerRequest = ops.hook
+			}
+		},
+		group:    func(g *cache.GroupConfig) { g.HotBytes = -1; g.NotFoundTTL = time.Hour },
+		origin:   coalesceOrigin,
+		wrapPeer: slowPeer(2 * time.Millisecond),
+	})
+	asker, own := nodes[0], nodes[1]
+	var warm, cold []string
+	for i := range 120 {
+		prefix := "k"
+		switch i % 10 {
+		case 0:
+			prefix = "missing"
+		case 1:
+			prefix = "big"
+		}
+		warm = append(warm, keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i)))
+	}
+	for i := range 40 {
+		cold = append(cold, keyOf(t, nodes, own, fmt.Sprintf("cold%d-", i)))
+	}
+	for _, k := range warm {
+		own.group.Get(t.Context(), k) // the owner holds them, a not-found included
+	}
+	before := loads.count()
+
+	var wg sync.WaitGroup
+	for _, k := range append(append([]string(nil), warm...), cold...) {
+		wg.Go(func() {
+			got, err := asker.group.Get(t.Context(), k)
+			want, werr := coalesceOrigin(t.Context(), "", k)
+			switch {
+			case werr != nil:
+				if !errors.Is(err, cache.ErrNotFound) {
+					t.Errorf("%s: %v, want not found", k, err)
+				}
+			case err != nil:
+				t.Errorf("%s: %v", k, err)
+			case !bytes.Equal(got.Data, want.Data) || got.ContentType != want.ContentType || got.Expires.IsZero() != want.Expires.IsZero():
+				t.Errorf("%s: %d bytes %q expires %v, want %d bytes %q", k, len(got.Data), got.ContentType, got.Expires, len(want.Data), want.ContentType)
+			case !want.Expires.IsZero() && want.Expires.Sub(got.Expires).Abs() > time.Minute:
+				t.Errorf("%s: expires %v, want about %v", k, got.Expires, want.Expires)
+			}
+		})
+	}
+	wg.Wait()
+
+	batches, failed := ops.count("batch")
+	singles, _ := ops.count("get")
+	t.Logf("%d keys: %d batches, %d single GETs", len(warm)+len(cold), batches, singles)
+	if batches == 0 || failed != 0 {
+		t.Fatalf("%d batches, %d failed (%v); want some and none", batches, failed, ops.last)
+	}
+	// Every warm key but the big ones is answered by a batch or a GET of
+	// its own; coalescing saves requests only if most go in batches.
+	if singles+batches >= len(warm) {
+		t.Errorf("%d requests for %d warm and %d cold keys: fetches did not share requests", singles+batches, len(warm), len(cold))
+	}
+	// The cold keys were loaded once each, by their owner, and nothing
+	// warm was loaded again.
+	if got := loads.count() - before; got != len(cold) {
+		t.Errorf("%d loads during the reads, want %d (the cold keys)", got, len(cold))
+	}
+	for _, k := range cold {
+		if got := loads.of(k); len(got) != 1 || got[0] != own.url {
+			t.Errorf("loads of %s: %v, want one by the owner", k, got)
+		}
+	}
+	if s := asker.group.Stats(); s.LocalLoads != 0 || s.PeerErrors != 0 {
+		t.Errorf("asker: %d loads, %d peer errors; want none", s.LocalLoads, s.PeerErrors)
+	}
+}
+
+// TestFetchesCoalesceWithoutTheRoute: a peer that answers the batch route
+// with 405 (a ringcache node from before it) is asked one key at a time
+// from then on, and every key still reads right.
+func TestFetchesCoalesceWithoutTheRoute(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool: func(i int, c *Config) {
+			if i == 0 {
+				c.OnPeerRequest = ops.hook
+			}
+		},
+		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+		wrapPeer: func(i int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(2 * time.Millisecond)
+				if r.Method == http.MethodPost && strings.Contains(r.URL.Path, batchRoute) {
+					w.Header().Set("Allow", "GET, PUT, DELETE")
+					http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+					return
+				}
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	asker, own := nodes[0], nodes[1]
+	read := func(prefix string) {
+		var wg sync.WaitGroup
+		for i := range 40 {
+			k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
+			wg.Go(func() {
+				v, err := asker.group.Get(t.Context(), k)
+				if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+					t.Errorf("%s: %q %v", k, v.Data, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	read("a")
+	first, _ := ops.count("batch")
+	if first == 0 {
+		t.Fatal("no batch was tried")
+	}
+	read("b")
+	if n, _ := ops.count("batch"); n != first {
+		t.Fatalf("%d more batches after the peer refused the route", n-first)
+	}
+	if s := asker.group.Stats(); s.LocalLoads != 0 {
+		t.Errorf("the asker loaded %d keys itself; the owner should have", s.LocalLoads)
+	}
+}
+
+// TestCoalescedHotCopiesFollowWrites: copies kept from batch answers are
+// dropped by a write at the owner like any other: each reads as its new
+// value on the node that held it.
+func TestCoalescedHotCopiesFollowWrites(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool: func(i int, c *Config) {
+			if i == 0 {
+				c.OnPeerRequest = ops.hook
+			}
+		},
+		wrapPeer: slowPeer(2 * time.Millisecond),
+	})
+	c := testClient(t)
+	asker, own := nodes[0], nodes[1]
+	var keys []string
+	for i := range 40 {
+		k := keyOf(t, nodes, own, fmt.Sprintf("w%d-", i))
+		keys = append(keys, k)
+		if r := put(t, c, own, k, "old"); r.status != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d %q", k, r.status, r.body)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() { mustRead(t, c, asker, k, "old") })
+	}
+	wg.Wait()
+	if n, failed := ops.count("batch"); n == 0 || failed != 0 {
+		t.Fatalf("%d batches, %d failed (%v): the copies did not come from batch answers", n, failed, ops.last)
+	}
+	if s := asker.group.Stats(); s.HotItems != int64(len(keys)) {
+		t.Fatalf("asker keeps %d hot copies, want %d", s.HotItems, len(keys))
+	}
+	for _, k := range keys {
+		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
+			t.Fatalf("PUT %s = %d %q, unreached %q", k, r.status, r.body, r.header.Get(HeaderUnreached))
+		}
+		mustRead(t, c, asker, k, "new")
+	}
+}
+
+// TestPausedOwnerReleasesBatches: fetches waiting in batches for a paused
+// owner end within about one PeerTimeout, served by a load of their own,
+// and after the owner resumes a write through it is read back everywhere.
+func TestPausedOwnerReleasesBatches(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool: func(i int, c *Config) {
+			c.PeerTimeout = DefaultPeerTimeout
+			if i == 0 {
+				c.OnPeerRequest = ops.hook
+			}
+		},
+		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+	})
+	c := testClient(t)
+	asker, own := nodes[0], nodes[1]
+	var keys []string
+	for i := range 30 {
+		keys = append(keys, keyOf(t, nodes, own, fmt.Sprintf("p%d-", i)))
+	}
+	own.gate.pause()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * 10 * time.Millisecond)))
+		wg.Go(func() {
+			v, err := asker.group.Get(t.Context(), k)
+			if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+				t.Errorf("%s: %q %v", k, v.Data, err)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	own.gate.resume()
+	if n, _ := ops.count("batch"); n == 0 {
+		t.Fatal("no batch was sent")
+	}
+	if took > DefaultPeerTimeout+500*time.Millisecond {
+		t.Fatalf("the reads took %v with a paused owner, want about one PeerTimeout (%v)", took, DefaultPeerTimeout)
+	}
+	if s := asker.group.Stats(); s.LocalLoads != int64(len(keys)) {
+		t.Fatalf("the asker loaded %d keys, want each of the %d once", s.LocalLoads, len(keys))
+	}
+	// Once the owner answers again, a write through the asker reaches it
+	// and reads back on both nodes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := put(t, c, asker, keys[0], "after")
+		if r.status == http.StatusNoContent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUT after resume = %d %q", r.status, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustRead(t, c, own, keys[0], "after")
+	mustRead(t, c, asker, keys[0], "after")
+}
+
+// TestBatchFrames: answers decode to what was encoded, and broken answers
+// are refused rather than read.
+func TestBatchFrames(t *testing.T) {
+	t.Parallel()
+	exp := time.Unix(1_700_000_000, 123456789)
+	vals := []cache.Value{
+		{Data: []byte("plain")},
+		{Data: []byte{}, ContentType: "text/plain", Expires: exp},
+		{Data: []byte("stale"), Stale: true, Age: 1500 * time.Millisecond, NoStore: true},
+		{Data: bytes.Repeat([]byte{7}, 3000)},
+	}
+	var b []byte
+	for i, v := range vals {
+		b = appendValueFrame(b, i, v)
+	}
+	b = appendIndexFrame(b, frameNotFound, 4)
+	b = appendIndexFrame(b, frameMiss, 5)
+	res := make([]batchResult, 6)
+	if err := readFrames(bytes.Clone(b), res); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		got := res[i].v
+		if !res[i].final || res[i].err != nil || !bytes.Equal(got.Data, v.Data) || got.Data == nil || got.ContentType != v.ContentType ||
+			!got.Expires.Equal(v.Expires) || got.Stale != v.Stale || got.Age != v.Age || got.NoStore != v.NoStore {
+			t.Errorf("value %d: %+v, want %+v", i, res[i], v)
+		}
+		if cap(got.Data) != len(got.Data) {
+			t.Errorf("value %d has spare capacity %d: appending would write into the next", i, cap(got.Data)-len(got.Data))
+		}
+	}
+	if !res[4].final || !errors.Is(res[4].err, cache.ErrNotFound) || res[5].final {
+		t.Errorf("not-found %+v, miss %+v", res[4], res[5])
+	}
+	for name, bad := range map[string][]byte{
+		"index past the keys": appendIndexFrame(nil, frameMiss, 6),
+		"index twice":         appendIndexFrame(appendIndexFrame(nil, frameMiss, 1), frameNotFound, 1),
+		"unknown frame":       appendIndexFrame(nil, 'x', 0),
+		"truncated value":     appendValueFrame(nil, 0, vals[0])[:8],
+		"no index":            {frameMiss},
+	} {
+		if err := readFrames(bad, make([]batchResult, 6)); !errors.Is(err, errBatchAnswer) {
+			t.Errorf("%s: %v, want errBatchAnswer", name, err)
+		}
+	}
+}

@@ -44,6 +44,8 @@ func (c *Config) poolConfig(self string) transport.Config {
 		MaxKeyBytes: c.MaxKeyBytes,
 		PeerTimeout: c.PeerTimeout,
 		LeaseTTL:    c.CopyLease,
+
+		DisableCoalescing: !c.CoalesceFetches,
 	}
 	if len(c.Etcd) > 0 {
 		// Any member may announce up to peers.MaxWeight: the ring must
@@ -102,20 +104,21 @@ var settingOf = map[string]string{
 	"peers.TTL":       "lease-ttl",
 	"peers.HoldDown":  "hold-down",
 
-	"transport.Self":         "peer-url",
-	"transport.Replicas":     "replicas",
-	"transport.MaxKeyBytes":  "max-key-bytes",
-	"transport.PeerTimeout":  "peer-timeout",
-	"transport.LeaseTTL":     "copy-lease",
-	"transport.Secrets":      "secret-file",
-	"transport.Max":          "max-conns",
-	"transport.MaxPerClient": "max-conns-per-client",
-	"transport.MaxMisses":    "client-misses",
-	"transport.MissRate":     "client-miss-rate",
-	"transport.MissBurst":    "client-miss-burst",
-	"transport.OpenWrites":   "open-writes",
-	"transport.WriteTokens":  "write-token",
-	"transport.ReadTokens":   "read-token",
+	"transport.Self":              "peer-url",
+	"transport.Replicas":          "replicas",
+	"transport.MaxKeyBytes":       "max-key-bytes",
+	"transport.PeerTimeout":       "peer-timeout",
+	"transport.LeaseTTL":          "copy-lease",
+	"transport.DisableCoalescing": "coalesce-fetches",
+	"transport.Secrets":           "secret-file",
+	"transport.Max":               "max-conns",
+	"transport.MaxPerClient":      "max-conns-per-client",
+	"transport.MaxMisses":         "client-misses",
+	"transport.MissRate":          "client-miss-rate",
+	"transport.MissBurst":         "client-miss-burst",
+	"transport.OpenWrites":        "open-writes",
+	"transport.WriteTokens":       "write-token",
+	"transport.ReadTokens":        "read-token",
 }
 
 // groupFieldOf names the group field that fills each cache.GroupConfig

@@ -13,6 +13,8 @@
 #   - ring-nohot: the same with the hot cache off (hot-bytes=off), so that
 #            every request for a key another node owns costs a peer hop:
 #            the hop itself, compared with groupcache's;
+#   - ring-single: ring-nohot with every peer fetch alone
+#            (-coalesce-fetches=false): what coalescing saves;
 #   - ring-fast: three ringcached nodes whose public listener is fasthttp's
 #            (-http-server fasthttp), their peer routes on a listener of
 #            their own (-peer-listen), as that setting needs;
@@ -33,7 +35,7 @@
 #
 # Environment: RUNS (1) repeats the whole set of loads; DURATION (10s) per
 # load; KEYS (10000); SIZE (1024); THREADS (2); CONNS (64); BASE_PORT (19000:
-# ports BASE_PORT to BASE_PORT+18 must be free); SAMPLE (20) keys checked per
+# ports BASE_PORT to BASE_PORT+21 must be free); SAMPLE (20) keys checked per
 # system; PERF (unset) names a directory where a CPU profile of the process
 # each load goes into is written (perf record, then perf report as text;
 # DURATION in seconds then). It installs wrk from Debian's packages when it is missing (as root).
@@ -119,6 +121,7 @@ ring_ports=($((BASE_PORT + 7)) $((BASE_PORT + 8)) $((BASE_PORT + 9)))
 nohot_ports=($((BASE_PORT + 10)) $((BASE_PORT + 11)) $((BASE_PORT + 12)))
 fast_ports=($((BASE_PORT + 13)) $((BASE_PORT + 14)) $((BASE_PORT + 15)))
 fast_peer_ports=($((BASE_PORT + 16)) $((BASE_PORT + 17)) $((BASE_PORT + 18)))
+single_ports=($((BASE_PORT + 19)) $((BASE_PORT + 20)) $((BASE_PORT + 21)))
 
 # wrk is one client address: the per-client miss limits (which would answer
 # most of its misses with 429) are for many clients, so they are off here.
@@ -141,6 +144,11 @@ for p in "${nohot_ports[@]}"; do
 		-peers "$(others "$p" "${nohot_ports[@]}")" -node-id "bench-$p" -log-level warn $ring_flags \
 		-group "name=demo,origin=demo,demo-size=$SIZE,hot-bytes=off"
 done
+for p in "${single_ports[@]}"; do
+	start "single-$p" "$tmp/ringcached" -listen "127.0.0.1:$p" -peer-url "$(url "$p")" \
+		-peers "$(others "$p" "${single_ports[@]}")" -node-id "bench-$p" -log-level warn $ring_flags \
+		-coalesce-fetches=false -group "name=demo,origin=demo,demo-size=$SIZE,hot-bytes=off"
+done
 for i in 0 1 2; do
 	p=${fast_ports[$i]} pp=${fast_peer_ports[$i]}
 	start "fast-$p" "$tmp/ringcached" -listen "127.0.0.1:$p" -peer-listen "127.0.0.1:$pp" -peer-url "$(url "$pp")" \
@@ -162,7 +170,7 @@ wait_up() {
 }
 wait_up "$(url "$bare_port")/"
 for p in "${gc_ports[@]}" "${gc64_ports[@]}"; do wait_up "$(url "$p")/cache/demo/up"; done
-for p in "${ring_ports[@]}" "${nohot_ports[@]}" "${fast_ports[@]}"; do wait_up "$(url "$p")/readyz"; done
+for p in "${ring_ports[@]}" "${nohot_ports[@]}" "${single_ports[@]}" "${fast_ports[@]}"; do wait_up "$(url "$p")/readyz"; done
 
 # The request scripts: every request string is built once per wrk thread.
 lua_keys="
@@ -193,11 +201,11 @@ EOF
 
 # first_proc SYSTEM: the name (for pid_of) of the process the load goes into.
 first_proc() { if [ "$1" = bare ]; then echo bare; else echo "$1-${first[$1]}"; fi; }
-declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]} [fast]=${fast_ports[0]})
-systems=(bare gc gc64 ring nohot fast)
+declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]} [single]=${single_ports[0]} [fast]=${fast_ports[0]})
+systems=(bare gc gc64 ring nohot single fast)
 
 log "filling the caches: one pass over $KEYS keys per cache"
-for s in gc gc64 ring nohot fast; do
+for s in gc gc64 ring nohot single fast; do
 	wrk -t1 -c4 -d"$(( KEYS / 2000 + 3 ))s" -s "$tmp/warm.lua" "$(url "${first[$s]}")" >/dev/null
 done
 
@@ -231,6 +239,7 @@ for p in "${gc_ports[@]}"; do procs_of[gc]+=" gc-$p"; done
 for p in "${gc64_ports[@]}"; do procs_of[gc64]+=" gc64-$p"; done
 for p in "${ring_ports[@]}"; do procs_of[ring]+=" ring-$p"; done
 for p in "${nohot_ports[@]}"; do procs_of[nohot]+=" nohot-$p"; done
+for p in "${single_ports[@]}"; do procs_of[single]+=" single-$p"; done
 for p in "${fast_ports[@]}"; do procs_of[fast]+=" fast-$p"; done
 cpu_ticks() {
 	local n t=0
@@ -271,14 +280,14 @@ for run in $(seq "$RUNS"); do
 				perf_pid=$!
 			fi
 			cpu0=$(cpu_ticks "$s")
-			if [ "$s" = ring ] || [ "$s" = nohot ] || [ "$s" = fast ]; then
+			if [ "$s" != bare ] && [ "${s#gc}" = "$s" ]; then
 				gets0=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
 				peer0=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
 			fi
 			wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$tmp/$w.lua" "$(url "${first[$s]}")" >"$out"
 			cpu=$(($(cpu_ticks "$s") - cpu0))
 			remote=-
-			if [ "$s" = ring ] || [ "$s" = nohot ] || [ "$s" = fast ]; then
+			if [ "$s" != bare ] && [ "${s#gc}" = "$s" ]; then
 				gets=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
 				peer=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
 				remote=$(awk -v g=$((gets - gets0)) -v p=$((peer - peer0)) 'BEGIN {printf "%.3f", g ? p / g : 0}')
@@ -302,7 +311,7 @@ for run in $(seq "$RUNS"); do
 done
 
 log "ringcache origin loads (one per key at most is the rule):"
-for p in "${ring_ports[@]}" "${nohot_ports[@]}" "${fast_ports[@]}"; do
+for p in "${ring_ports[@]}" "${nohot_ports[@]}" "${single_ports[@]}" "${fast_ports[@]}"; do
 	curl -s "$(url "$p")/debug/origin" | awk -v p="$p" '/"loads"/ {gsub(/,/, ""); print "  node " p ": " $2 " loads"}' >&2
 done
 
@@ -317,14 +326,14 @@ awk '
 	END {
 		name["bare"] = "bare net/http"; name["gc"] = "groupcache as shipped"
 		name["gc64"] = "groupcache, 64 idle conns"; name["ring"] = "ringcache"
-		name["nohot"] = "ringcache, no hot cache"; name["fast"] = "ringcache, fasthttp"
+		name["nohot"] = "ringcache, no hot cache"; name["single"] = "ringcache, no hot cache, no coalescing"; name["fast"] = "ringcache, fasthttp"
 		printf "| run | workload | server | req/s | p99 ms | errors | wrong bodies | ratio to bare | ringcache / this | ringcache fasthttp / this | CPU µs/req | gets needing a peer |\n"
 		printf "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-		split("uniform skewed", ws, " "); split("bare gc gc64 ring nohot fast", ss, " ")
-		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 6; k++) {
+		split("uniform skewed", ws, " "); split("bare gc gc64 ring nohot single fast", ss, " ")
+		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 7; k++) {
 			r = runs[i]; w = ws[j]; s = ss[k]
 			ratio = rps[r, w, s] / rps[r, w, "bare"]
-			ours = (s == "ring" || s == "nohot" || s == "fast")
+			ours = (s == "ring" || s == "nohot" || s == "single" || s == "fast")
 			vs = ours ? "" : sprintf("%.2f", rps[r, w, "ring"] / rps[r, w, s])
 			vsf = ours ? "" : sprintf("%.2f", rps[r, w, "fast"] / rps[r, w, s])
 			printf "| %s | %s | %s | %.0f | %.2f | %d | %d | %.2f | %s | %s | %s | %s |\n", r, w, name[s], rps[r, w, s], p99[r, w, s], errs[r, w, s], bad[r, w, s], ratio, vs, vsf, cpu[r, w, s], remote[r, w, s]

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -210,6 +211,36 @@ func (a *API) Metric(ctx context.Context, base, sample string) (float64, error) 
 		}
 	}
 	return 0, fmt.Errorf("GET %s/metrics: no sample %s", base, sample)
+}
+
+// MetricSum returns the sum of the node's /metrics samples of the metric
+// name that carry every label given (as the text format writes them, e.g.
+// `op="batch"`), whatever their other labels; 0 when there are none.
+func (a *API) MetricSum(ctx context.Context, base, name string, labels ...string) (float64, error) {
+	status, body, err := a.get(ctx, base, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if status != http.StatusOK {
+		return 0, fmt.Errorf("GET %s/metrics: status %d", base, status)
+	}
+	sum := 0.0
+	for line := range strings.Lines(string(body)) {
+		sample, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		set, found := strings.CutPrefix(sample, name+"{")
+		if !ok || !found || !strings.HasSuffix(set, "}") {
+			continue
+		}
+		if slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(set, l) }) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return 0, fmt.Errorf("GET %s/metrics: %s: %v", base, sample, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // Peer sends a request to the node's peer route the way an outsider would:

@@ -111,6 +111,7 @@ func TestCluster(t *testing.T) {
 		{"pause", (*suite).pause},
 		{"lost-write", (*suite).lostWrite},
 		{"hot-copy", (*suite).hotCopy},
+		{"coalesce", (*suite).coalesce},
 		{"scale", (*suite).scale},
 		{"rolling-restart", (*suite).rollingRestart},
 		{"unsigned-peer", (*suite).unsignedPeer},

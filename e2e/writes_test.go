@@ -10,13 +10,15 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // The scenarios in this file write: a paused node under reads and writes,
-// a write made while a key's owner is paused (then it comes back), and a
-// write while a node holds a hot copy of the key.
+// a write made while a key's owner is paused (then it comes back), a write
+// while a node holds a hot copy of the key, and writes to keys whose copies
+// came from coalesced fetches.
 
 // write sends a PUT (or DELETE) of key through node and records it.
 func (s *suite) write(t *testing.T, node string, kind Kind, key string, value []byte) Op {
@@ -444,4 +446,68 @@ func (s *suite) hotCopy(t *testing.T) result {
 	noErrors(t, st)
 	return result{stats: st, extra: s.loads(t, three...).Total(),
 		note: fmt.Sprintf("%s owned by %s, hot on %s: %s", key, owner, hot, strings.Join(notes, "; "))}
+}
+
+// coalesce: in the compose cluster, whose peers sign their requests,
+// overlapping fetches from one node to one owner share requests (batches),
+// and every answer is the owner's: concurrent reads of keys the owner holds
+// through a node that holds none of them, each loaded once, then writes to
+// some of them through a third node, read back through the first, whose
+// copies came from batch answers.
+func (s *suite) coalesce(t *testing.T) result {
+	ctx := t.Context()
+	const via, own, writer = "node1", "node2", "node3"
+	s.reset(t, three...)
+	var keys []string
+	for i := 0; len(keys) < 64; i++ {
+		if k := fmt.Sprintf("coalesce-%d-%d", time.Now().UnixNano(), i); s.ownerOf(t, via, k) == own {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys { // the owner loads each
+		if op := s.read(t, own, k); op.Status != 200 {
+			t.Fatalf("GET %s at %s: %d %s", k, own, op.Status, op.Err)
+		}
+	}
+	count := func(op string) float64 {
+		v, err := s.api.MetricSum(ctx, s.c.URL(via), "ringcache_peer_requests_total", `op="`+op+`"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	batches0, gets0 := count("batch"), count("get")
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			if op := s.read(t, via, k); op.Status != 200 || !bytes.Equal(op.Value, DemoValue(group, k, demoSize)) {
+				t.Errorf("GET %s at %s: %d %.40q %s", k, via, op.Status, op.Value, op.Err)
+			}
+		})
+	}
+	wg.Wait()
+	batches, gets := count("batch")-batches0, count("get")-gets0
+	if batches == 0 || batches+gets >= float64(len(keys)) {
+		t.Errorf("%d concurrent reads of %s's keys through %s took %v batches and %v single fetches; want fewer requests than keys", len(keys), own, via, batches, gets)
+	}
+	// Writes through a third node reach the copies the batches left.
+	for i, k := range keys[:8] {
+		v := []byte(fmt.Sprintf("coalesced-write-%d-%d", i, time.Now().UnixNano()))
+		if op := s.write(t, writer, Put, k, v); op.Status != 204 {
+			t.Fatalf("PUT %s at %s: %d %s", k, writer, op.Status, op.Err)
+		}
+		if op := s.read(t, via, k); op.Status != 200 || !bytes.Equal(op.Value, v) {
+			t.Errorf("GET %s at %s after the write: %d %q, want %q", k, via, op.Status, op.Value, v)
+		}
+	}
+	loads := s.loads(t, three...)
+	for _, k := range keys {
+		if n := loads.Key(k); n != 1 {
+			t.Errorf("%s loaded %d times, want once (by %s)", k, n, own)
+		}
+	}
+	st := s.window(Stats{})
+	noErrors(t, st)
+	return result{stats: st, extra: loads.Total() - int64(len(keys)),
+		note: fmt.Sprintf("%d concurrent reads of %s's keys through %s: %v batches and %v single fetches; 8 writes through %s read back through %s", len(keys), own, via, batches, gets, writer, via)}
 }

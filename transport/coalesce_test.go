@@ -353,3 +353,35 @@ func TestBatchFrames(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBatch: any bytes are read or refused as a batch's keys or as its
+// answer, never a panic; keys read re-encode to themselves, and every value
+// read is capped.
+func FuzzBatch(f *testing.F) {
+	f.Add(appendKeys(nil, []string{"a", "bb"}))
+	f.Add(appendIndexFrame(appendValueFrame(nil, 0, cache.Value{Data: []byte("v"), ContentType: "t", Stale: true, Age: time.Second}), frameMiss, 1))
+	f.Add([]byte{frameValue, 0, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if keys, err := readKeys(b); err == nil {
+			if len(keys) == 0 || len(keys) > maxBatchKeys {
+				t.Fatalf("%d keys read", len(keys))
+			}
+			if again, err := readKeys(appendKeys(nil, keys)); err != nil || len(again) != len(keys) {
+				t.Fatalf("re-encoded keys read as %q, %v", again, err)
+			}
+		}
+		res := make([]batchResult, 4)
+		if err := readFrames(b, res); err != nil {
+			if !errors.Is(err, errBatchAnswer) {
+				t.Fatalf("error %v is not errBatchAnswer", err)
+			}
+			return
+		}
+		for i, r := range res {
+			if r.final && r.err == nil && (r.v.Data == nil || cap(r.v.Data) != len(r.v.Data)) {
+				t.Fatalf("value %d: %d bytes, capacity %d", i, len(r.v.Data), cap(r.v.Data))
+			}
+		}
+	})
+}

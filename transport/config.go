@@ -143,7 +143,8 @@ type Config struct {
 
 	// OnPeerRequest, if not nil, is called after every request this node
 	// makes to a peer, with the peer's base URL, the operation ("get",
-	// "set", "remove"), how long it took and its error (nil on success;
+	// "batch", "handoff", "set", "remove", "drop", "adopt"; lease pings are
+	// not reported), how long it took and its error (nil on success;
 	// errors.Is(err, cache.ErrNotFound) when the key is absent). It runs on
 	// the requesting goroutine and must be quick: it is meant for metrics.
 	OnPeerRequest func(peer, op string, d time.Duration, err error)

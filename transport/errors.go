@@ -84,7 +84,7 @@ var (
 // when the peer answered with it.
 type PeerError struct {
 	Peer       string // the peer's base URL
-	Op         string // "get", "set" or "remove"
+	Op         string // "get", "batch", "handoff", "set", "remove", "drop", "adopt" or "lease"
 	StatusCode int    // the peer's status code, or 0 if none arrived
 	Err        error
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -42,12 +43,13 @@ const (
 	batchType  = "application/x-ringcache-batch"
 	// maxBatchKeys bounds the keys of one batch.
 	maxBatchKeys = 64
-	// batchValueBytes is the largest value a batch answer carries, and
-	// batchAnswerBytes bounds the values of one answer: a larger value is
-	// answered "miss" and fetched alone, where its bytes cost more than
-	// the exchange that coalescing saves.
-	batchValueBytes  = 64 << 10
-	batchAnswerBytes = 1 << 20
+	// batchValueBytes is the largest value, and batchTypeBytes the
+	// longest content type, a batch answer carries: a value past either is
+	// answered "miss" and fetched alone, where its bytes cost more than the
+	// exchange that coalescing saves. So an answer holds at most
+	// maxBatchKeys of them.
+	batchValueBytes = 64 << 10
+	batchTypeBytes  = 1 << 10
 )
 
 // Frames of a batch answer, one per key, in any order.
@@ -63,16 +65,11 @@ const (
 	flagStale
 )
 
-// packMax is the largest value the cache copies into its pages (cache's
-// packMax); a larger one it keeps as given.
-const packMax = 2 << 10
-
 // maxFrameOverhead bounds a frame's bytes besides its content type and data.
 const maxFrameOverhead = 1 + 3*binary.MaxVarintLen64 + 1 + 2*binary.MaxVarintLen64
 
-// maxBatchAnswer bounds a batch answer as a requester reads it: the owner
-// stops adding values at batchAnswerBytes, and the other frames are small.
-const maxBatchAnswer = batchAnswerBytes + batchValueBytes + maxBatchKeys*maxFrameOverhead
+// maxBatchAnswer bounds a batch answer's bytes.
+const maxBatchAnswer = maxBatchKeys * (maxFrameOverhead + batchTypeBytes + batchValueBytes)
 
 // errBatchAnswer reports a batch answer that breaks the frame format.
 var errBatchAnswer = errors.New("malformed batch answer")
@@ -116,8 +113,9 @@ func appendIndexFrame(b []byte, kind byte, i int) []byte {
 	return binary.AppendUvarint(append(b, kind), uint64(i))
 }
 
-// appendValueFrame appends key i's value.
-func appendValueFrame(b []byte, i int, v cache.Value) []byte {
+// appendValueHead appends key i's value frame but for the value's bytes,
+// which follow it.
+func appendValueHead(b []byte, i int, v cache.Value) []byte {
 	b = append(b, frameValue)
 	b = binary.AppendUvarint(b, uint64(i))
 	b = binary.AppendUvarint(b, uint64(len(v.ContentType)))
@@ -136,8 +134,12 @@ func appendValueFrame(b []byte, i int, v cache.Value) []byte {
 	}
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, uint64(max(v.Age.Milliseconds(), 0)))
-	b = binary.AppendUvarint(b, uint64(len(v.Data)))
-	return append(b, v.Data...)
+	return binary.AppendUvarint(b, uint64(len(v.Data)))
+}
+
+// appendValueFrame appends key i's value frame.
+func appendValueFrame(b []byte, i int, v cache.Value) []byte {
+	return append(appendValueHead(b, i, v), v.Data...)
 }
 
 // batchResult is one key's answer in a batch. final is false when the key
@@ -148,20 +150,44 @@ type batchResult struct {
 	final bool
 }
 
-// readFrames decodes a batch answer into res, one slot per key sent. A
-// value of up to packMax bytes is a subslice of b (b is allocated for this
-// answer alone and never reused), capped so that appending to it cannot
-// write into the next; a larger one is a copy.
-func readFrames(b []byte, res []batchResult) error {
+// readFrames decodes a batch answer from r into res, one slot per key sent.
+// Each value's bytes are read into an allocation of their own and exact
+// size, as a single GET's are: the cache may keep any of them.
+func readFrames(r *bufio.Reader, res []batchResult) error {
 	seen := make([]bool, len(res))
-	for len(b) > 0 {
-		kind := b[0]
-		b = b[1:]
-		u, n := binary.Uvarint(b)
-		if n <= 0 || u >= uint64(len(res)) || seen[u] {
-			return fmt.Errorf("%w: bad key index", errBatchAnswer)
+	bad := func(what string, err error) error {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
 		}
-		b = b[n:]
+		return fmt.Errorf("%w: %s: %v", errBatchAnswer, what, err)
+	}
+	field := func(limit int) ([]byte, error) {
+		l, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, err
+		}
+		if l > uint64(limit) {
+			return nil, fmt.Errorf("%d bytes, over %d", l, limit)
+		}
+		f := make([]byte, l)
+		_, err = io.ReadFull(r, f)
+		return f, err
+	}
+	for {
+		kind, err := r.ReadByte()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return bad("frame", err)
+		}
+		u, err := binary.ReadUvarint(r)
+		if err != nil {
+			return bad("key index", err)
+		}
+		if u >= uint64(len(res)) || seen[u] {
+			return bad("key index", fmt.Errorf("%d of %d keys, or twice", u, len(res)))
+		}
 		i := int(u)
 		seen[i] = true
 		switch kind {
@@ -172,45 +198,32 @@ func readFrames(b []byte, res []batchResult) error {
 			continue
 		case frameValue:
 		default:
-			return fmt.Errorf("%w: frame %q", errBatchAnswer, kind)
+			return bad("frame", fmt.Errorf("kind %q", kind))
 		}
-		field := func() ([]byte, bool) {
-			l, n := binary.Uvarint(b)
-			if n <= 0 || l > uint64(len(b)-n) {
-				return nil, false
-			}
-			f := b[n : n+int(l) : n+int(l)]
-			b = b[n+int(l):]
-			return f, true
+		ct, err := field(batchTypeBytes)
+		if err != nil {
+			return bad("content type", err)
 		}
-		ct, ok := field()
-		if !ok {
-			return fmt.Errorf("%w: content type", errBatchAnswer)
+		exp, err := binary.ReadVarint(r)
+		if err != nil {
+			return bad("expiry", err)
 		}
-		exp, n := binary.Varint(b)
-		if n <= 0 || len(b) < n+1 {
-			return fmt.Errorf("%w: expiry", errBatchAnswer)
+		flags, err := r.ReadByte()
+		if err != nil {
+			return bad("flags", err)
 		}
-		flags := b[n]
-		b = b[n+1:]
-		age, n := binary.Uvarint(b)
-		if n <= 0 || age > uint64(time.Duration(1<<63-1).Milliseconds()) {
-			return fmt.Errorf("%w: age", errBatchAnswer)
+		age, err := binary.ReadUvarint(r)
+		if err != nil {
+			return bad("age", err)
 		}
-		b = b[n:]
-		data, ok := field()
-		if !ok {
-			return fmt.Errorf("%w: data", errBatchAnswer)
+		if age > uint64(time.Duration(1<<63-1).Milliseconds()) {
+			return bad("age", fmt.Errorf("%d ms", age))
 		}
-		if len(data) > packMax {
-			// The cache copies a small value into its pages, but keeps a
-			// large one as it is, which would keep the whole answer alive.
-			data = append(make([]byte, 0, len(data)), data...)
+		data, err := field(batchValueBytes)
+		if err != nil {
+			return bad("data", err)
 		}
 		v := cache.Value{Data: data, ContentType: string(ct), NoStore: flags&flagNoStore != 0, Stale: flags&flagStale != 0}
-		if v.Data == nil {
-			v.Data = []byte{}
-		}
 		if exp != 0 {
 			v.Expires = time.Unix(0, exp)
 		}
@@ -219,7 +232,6 @@ func readFrames(b []byte, res []batchResult) error {
 		}
 		res[i] = batchResult{v: v, final: true}
 	}
-	return nil
 }
 
 // serveBatch answers a batch of keys from this node's caches (the owner's
@@ -248,31 +260,43 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
 		return
 	}
+	// The frames' heads go in one buffer and the values' bytes are written
+	// from the cache as they are, after the length of the whole is known.
 	pv := g.PeerView()
-	var buf []byte
-	values := 0
+	var head []byte
+	ends := make([]int, len(keys)) // where each key's head ends in head
+	data := make([][]byte, len(keys))
+	size := 0
 	for i, key := range keys {
-		if checkKey(key, cfg.MaxKeyBytes) != nil {
-			buf = appendIndexFrame(buf, frameMiss, i)
-			continue
+		v, ok, err := cache.Value{}, false, error(nil)
+		if checkKey(key, cfg.MaxKeyBytes) == nil {
+			v, ok, err = pv.GetCached(key)
 		}
-		v, ok, err := pv.GetCached(key)
 		switch {
-		case ok && err == nil && len(v.Data) <= batchValueBytes && values+len(v.Data)+len(v.ContentType) <= batchAnswerBytes:
-			values += len(v.Data) + len(v.ContentType)
-			buf = appendValueFrame(buf, i, v)
+		case ok && err == nil && len(v.Data) <= batchValueBytes && len(v.ContentType) <= batchTypeBytes:
+			head = appendValueHead(head, i, v)
+			data[i] = v.Data
+			size += len(v.Data)
 		case ok && errors.Is(err, cache.ErrNotFound):
-			buf = appendIndexFrame(buf, frameNotFound, i)
-		default:
-			buf = appendIndexFrame(buf, frameMiss, i)
+			head = appendIndexFrame(head, frameNotFound, i)
+		default: // a load, a key this node refuses, a value too large
+			head = appendIndexFrame(head, frameMiss, i)
 		}
+		ends[i] = len(head)
 	}
 	// At the answer, as a single GET's second grant: nothing but the
 	// lookups above ran since the request arrived.
 	grant()
 	w.Header().Set("Content-Type", batchType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(buf)))
-	w.Write(buf)
+	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size))
+	start := 0
+	for i, end := range ends {
+		w.Write(head[start:end])
+		if len(data[i]) > 0 {
+			w.Write(data[i])
+		}
+		start = end
+	}
 }
 
 // coalescer gathers one group's fetches to one peer into batches.
@@ -372,11 +396,10 @@ func (pe *peer) sendBatch(group string, b *batch) {
 			if res.Header.Get("Content-Type") != batchType {
 				return fmt.Errorf("%w: content type %q", errBatchAnswer, res.Header.Get("Content-Type"))
 			}
-			body, err := readBody(res, maxBatchAnswer)
-			if err != nil {
-				return err
+			if res.ContentLength > maxBatchAnswer {
+				return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, int64(maxBatchAnswer))
 			}
-			return readFrames(body, b.res)
+			return readFrames(bufio.NewReader(io.LimitReader(res.Body, maxBatchAnswer)), b.res)
 		}})
 	if err == nil {
 		return
@@ -388,29 +411,4 @@ func (pe *peer) sendBatch(group string, b *batch) {
 	for i := range b.res {
 		b.res[i] = batchResult{}
 	}
-}
-
-// readBody reads a response body of at most limit bytes into a slice of its
-// exact size.
-func readBody(res *http.Response, limit int64) ([]byte, error) {
-	if res.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
-	}
-	if res.ContentLength >= 0 {
-		body := make([]byte, res.ContentLength)
-		if _, err := io.ReadFull(res.Body, body); err != nil {
-			return nil, fmt.Errorf("reading response body: %w", err)
-		}
-		return body, nil
-	}
-	// One byte past the limit tells a body that is too long from one that
-	// is exactly as long as allowed.
-	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading response body: %w", err)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
-	}
-	return append(make([]byte, 0, len(body)), body...), nil // io.ReadAll leaves spare capacity
 }

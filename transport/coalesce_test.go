@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -325,7 +326,7 @@ func TestBatchFrames(t *testing.T) {
 	b = appendIndexFrame(b, frameNotFound, 4)
 	b = appendIndexFrame(b, frameMiss, 5)
 	res := make([]batchResult, 6)
-	if err := readFrames(bytes.Clone(b), res); err != nil {
+	if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range vals {
@@ -347,8 +348,10 @@ func TestBatchFrames(t *testing.T) {
 		"unknown frame":       appendIndexFrame(nil, 'x', 0),
 		"truncated value":     appendValueFrame(nil, 0, vals[0])[:8],
 		"no index":            {frameMiss},
+		"value too large":     appendValueFrame(nil, 0, cache.Value{Data: make([]byte, batchValueBytes+1)}),
+		"type too long":       appendValueFrame(nil, 0, cache.Value{Data: []byte("v"), ContentType: strings.Repeat("t", batchTypeBytes+1)}),
 	} {
-		if err := readFrames(bad, make([]batchResult, 6)); !errors.Is(err, errBatchAnswer) {
+		if err := readFrames(bufio.NewReader(bytes.NewReader(bad)), make([]batchResult, 6)); !errors.Is(err, errBatchAnswer) {
 			t.Errorf("%s: %v, want errBatchAnswer", name, err)
 		}
 	}
@@ -372,7 +375,7 @@ func FuzzBatch(f *testing.F) {
 			}
 		}
 		res := make([]batchResult, 4)
-		if err := readFrames(b, res); err != nil {
+		if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res); err != nil {
 			if !errors.Is(err, errBatchAnswer) {
 				t.Fatalf("error %v is not errBatchAnswer", err)
 			}

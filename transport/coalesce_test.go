@@ -69,14 +69,27 @@ func coalesceOrigin(_ context.Context, _, key string) (cache.Value, error) {
 // TestFetchesCoalesce: concurrent fetches from one node to one owner share
 // requests, and each key's answer is what a fetch of its own gives: the
 // value with its content type and expiry, a not-found, a value too large to
-// batch, and keys the owner had to load (loaded once, by the owner).
+// batch, and keys the owner had to load (loaded once, by the owner); with
+// and without signed peer requests.
 func TestFetchesCoalesce(t *testing.T) {
 	t.Parallel()
+	for _, signed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("signed=%v", signed), func(t *testing.T) {
+			t.Parallel()
+			testFetchesCoalesce(t, signed)
+		})
+	}
+}
+
+func testFetchesCoalesce(t *testing.T, signed bool) {
 	var ops peerOps
 	nodes, loads := newCluster(t, 2, clusterOpts{
 		pool: func(i int, c *Config) {
 			if i == 0 {
 				c.OnPeerRequest = ops.hook
+			}
+			if signed {
+				c.Secret = []byte("coalesce-test-secret-0123456789")
 			}
 		},
 		group:    func(g *cache.GroupConfig) { g.HotBytes = -1; g.NotFoundTTL = time.Hour },

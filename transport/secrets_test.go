@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -318,6 +319,29 @@ func TestReplayRefused(t *testing.T) {
 	hdr = signFor(secret, http.MethodPost, o.url, adopt, time.Now(), []byte("signed batch"))
 	if r := mustDo(t, c, http.MethodPost, o.url+adopt, strings.NewReader("signed batch"), hdr...); r.status != http.StatusBadRequest {
 		t.Errorf("hand-off POST with its signed body (not a valid batch): %d %q, want 400 past the signature", r.status, r.body)
+	}
+	// And for a batch of keys (POST): a body other than the signed one, no
+	// signature, and a replay are refused; the signed batch is answered.
+	fetch := DefaultBasePath + batchRoute + testGroup
+	keysBody := appendKeys(nil, []string{key})
+	hdr = signFor(secret, http.MethodPost, o.url, fetch, time.Now(), keysBody)
+	if r := mustDo(t, c, http.MethodPost, o.url+fetch, bytes.NewReader(appendKeys(nil, []string{"other"})), hdr...); r.status != http.StatusUnauthorized {
+		t.Errorf("batch POST whose keys differ from the signed ones: %d %q, want 401", r.status, r.body)
+	}
+	if r := mustDo(t, c, http.MethodPost, o.url+fetch, bytes.NewReader(keysBody)); r.status != http.StatusUnauthorized {
+		t.Errorf("unsigned batch POST: %d %q, want 401", r.status, r.body)
+	}
+	hdr = signFor(secret, http.MethodPost, o.url, fetch, time.Now(), keysBody)
+	r := mustDo(t, c, http.MethodPost, o.url+fetch, bytes.NewReader(keysBody), hdr...)
+	res := make([]batchResult, 1)
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != batchType {
+		t.Fatalf("signed batch POST: %d %q", r.status, r.body)
+	}
+	if err := readFrames(bufio.NewReader(strings.NewReader(r.body)), res); err != nil || !res[0].final || string(res[0].v.Data) != "second" {
+		t.Errorf("signed batch POST answered %+v, %v; want the owner's value", res[0], err)
+	}
+	if r := mustDo(t, c, http.MethodPost, o.url+fetch, bytes.NewReader(keysBody), hdr...); r.status != http.StatusUnauthorized {
+		t.Errorf("replayed batch POST: %d %q, want 401", r.status, r.body)
 	}
 	// The owner still holds the last write.
 	v, err := o.group.Get(ctx, key)

@@ -153,7 +153,9 @@ type batchResult struct {
 // readFrames decodes a batch answer from r into res, one slot per key sent.
 // Each value's bytes are read into an allocation of their own and exact
 // size, as a single GET's are: the cache may keep any of them.
-func readFrames(r *bufio.Reader, res []batchResult) error {
+// A value over maxValue bytes is refused (Config.MaxResponseBytes, or
+// batchValueBytes if that is less).
+func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 	seen := make([]bool, len(res))
 	bad := func(what string, err error) error {
 		if err == io.EOF {
@@ -219,7 +221,7 @@ func readFrames(r *bufio.Reader, res []batchResult) error {
 		if age > uint64(time.Duration(1<<63-1).Milliseconds()) {
 			return bad("age", fmt.Errorf("%d ms", age))
 		}
-		data, err := field(batchValueBytes)
+		data, err := field(int(min(maxValue, batchValueBytes)))
 		if err != nil {
 			return bad("data", err)
 		}
@@ -399,7 +401,7 @@ func (pe *peer) sendBatch(group string, b *batch) {
 			if res.ContentLength > maxBatchAnswer {
 				return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, int64(maxBatchAnswer))
 			}
-			return readFrames(bufio.NewReader(io.LimitReader(res.Body, maxBatchAnswer)), b.res)
+			return readFrames(bufio.NewReader(io.LimitReader(res.Body, maxBatchAnswer)), b.res, pe.pool.cfg.MaxResponseBytes)
 		}})
 	if err == nil {
 		return

@@ -339,7 +339,7 @@ func TestBatchFrames(t *testing.T) {
 	b = appendIndexFrame(b, frameNotFound, 4)
 	b = appendIndexFrame(b, frameMiss, 5)
 	res := make([]batchResult, 6)
-	if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res); err != nil {
+	if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res, batchValueBytes); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range vals {
@@ -355,6 +355,9 @@ func TestBatchFrames(t *testing.T) {
 	if !res[4].final || !errors.Is(res[4].err, cache.ErrNotFound) || res[5].final {
 		t.Errorf("not-found %+v, miss %+v", res[4], res[5])
 	}
+	if err := readFrames(bufio.NewReader(bytes.NewReader(appendValueFrame(nil, 0, vals[0]))), make([]batchResult, 1), 4); !errors.Is(err, errBatchAnswer) {
+		t.Errorf("a %d-byte value with a 4-byte limit (MaxResponseBytes): %v, want errBatchAnswer", len(vals[0].Data), err)
+	}
 	for name, bad := range map[string][]byte{
 		"index past the keys": appendIndexFrame(nil, frameMiss, 6),
 		"index twice":         appendIndexFrame(appendIndexFrame(nil, frameMiss, 1), frameNotFound, 1),
@@ -364,7 +367,7 @@ func TestBatchFrames(t *testing.T) {
 		"value too large":     appendValueFrame(nil, 0, cache.Value{Data: make([]byte, batchValueBytes+1)}),
 		"type too long":       appendValueFrame(nil, 0, cache.Value{Data: []byte("v"), ContentType: strings.Repeat("t", batchTypeBytes+1)}),
 	} {
-		if err := readFrames(bufio.NewReader(bytes.NewReader(bad)), make([]batchResult, 6)); !errors.Is(err, errBatchAnswer) {
+		if err := readFrames(bufio.NewReader(bytes.NewReader(bad)), make([]batchResult, 6), batchValueBytes); !errors.Is(err, errBatchAnswer) {
 			t.Errorf("%s: %v, want errBatchAnswer", name, err)
 		}
 	}
@@ -388,7 +391,7 @@ func FuzzBatch(f *testing.F) {
 			}
 		}
 		res := make([]batchResult, 4)
-		if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res); err != nil {
+		if err := readFrames(bufio.NewReader(bytes.NewReader(b)), res, batchValueBytes); err != nil {
 			if !errors.Is(err, errBatchAnswer) {
 				t.Fatalf("error %v is not errBatchAnswer", err)
 			}

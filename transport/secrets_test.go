@@ -337,7 +337,7 @@ func TestReplayRefused(t *testing.T) {
 	if r.status != http.StatusOK || r.header.Get("Content-Type") != batchType {
 		t.Fatalf("signed batch POST: %d %q", r.status, r.body)
 	}
-	if err := readFrames(bufio.NewReader(strings.NewReader(r.body)), res); err != nil || !res[0].final || string(res[0].v.Data) != "second" {
+	if err := readFrames(bufio.NewReader(strings.NewReader(r.body)), res, batchValueBytes); err != nil || !res[0].final || string(res[0].v.Data) != "second" {
 		t.Errorf("signed batch POST answered %+v, %v; want the owner's value", res[0], err)
 	}
 	if r := mustDo(t, c, http.MethodPost, o.url+fetch, bytes.NewReader(keysBody), hdr...); r.status != http.StatusUnauthorized {

@@ -1,6 +1,9 @@
 package cache
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Cached reports whether a Get for key would be answered from this node's
 // caches as Get looks them up (the main cache for a key this node owns, the
@@ -27,18 +30,21 @@ func (g *Group) Cached(key string) bool {
 // waits for a peer or the origin, and one lookup serves a hit where Cached
 // and then Get take two.
 func (g *Group) GetCached(key string) (v Value, ok bool, err error) {
-	return g.getCached(key, false)
+	return g.getCached(key, false, math.MaxInt)
 }
 
-// getCached is GetCached; peer counts the answer as a request that came
-// from a peer too (PeerView.GetCached).
-func (g *Group) getCached(key string, peer bool) (v Value, ok bool, err error) {
+// getCached is GetCached for values of up to maxBytes; peer counts the
+// answer as a request that came from a peer too (PeerView.GetCached).
+func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool, err error) {
 	if key == "" {
 		return Value{}, false, nil
 	}
 	_, remote := g.pick(key)
 	e, found := g.look(key, remote)
 	if !found {
+		return Value{}, false, nil
+	}
+	if len(e.v.Data) > maxBytes {
 		return Value{}, false, nil
 	}
 	v, err, ok = g.answer(key, e, remote)

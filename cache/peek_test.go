@@ -126,7 +126,8 @@ func TestGetCached(t *testing.T) {
 }
 
 // TestPeerViewGetCached: a peer's cached read counts as a peer Get, and a
-// miss counts nothing (the load that follows counts it).
+// miss or a value over the bound counts nothing (the Get that follows
+// counts it).
 func TestPeerViewGetCached(t *testing.T) {
 	t.Parallel()
 	g := newTestGroup(t, GroupConfig{}, func(_ context.Context, key string) (Value, error) {
@@ -134,16 +135,20 @@ func TestPeerViewGetCached(t *testing.T) {
 	})
 	pv := g.PeerView()
 	before := g.Stats()
-	if _, ok, _ := pv.GetCached("k"); ok || g.Stats() != before {
+	if _, ok, _ := pv.GetCached("k", 1<<20); ok || g.Stats() != before {
 		t.Fatalf("PeerView.GetCached of a miss: ok %v, stats %+v then %+v", ok, before, g.Stats())
 	}
 	if _, err := pv.Get(t.Context(), "k", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	before = g.Stats()
-	v, ok, err := pv.GetCached("k")
+	v, ok, err := pv.GetCached("k", 1<<20)
 	s := g.Stats()
 	if !ok || err != nil || string(v.Data) != "k" || s.Gets != before.Gets+1 || s.PeerGets != before.PeerGets+1 || s.MainHits != before.MainHits+1 {
 		t.Fatalf("PeerView.GetCached(k) = %q %v %v; stats %+v then %+v", v.Data, ok, err, before, s)
+	}
+	// A value over the bound is left to Get, and not counted.
+	if _, ok, _ := pv.GetCached("k", 0); ok || g.Stats() != s {
+		t.Fatalf("PeerView.GetCached(k) with a 0-byte bound: ok %v, stats %+v then %+v", ok, s, g.Stats())
 	}
 }

@@ -29,12 +29,13 @@ func (p PeerView) Get(ctx context.Context, key string, interval time.Duration, b
 	return p.g.getLocal(ctx, key, interval, beat)
 }
 
-// GetCached is Get for a key this node's caches answer (Group.GetCached):
-// ok is false, and nothing is counted, when answering would need a load.
-// It never waits, so a transport can answer many keys of one request at
-// once and load only the rest.
-func (p PeerView) GetCached(key string) (v Value, ok bool, err error) {
-	return p.g.getCached(key, true)
+// GetCached is Get for a key this node's caches answer (Group.GetCached)
+// with a value of at most maxBytes: ok is false, and nothing is counted,
+// when answering would need a load or the value is larger. It never waits,
+// so a transport can answer many keys of one request at once and leave the
+// rest to Get.
+func (p PeerView) GetCached(key string, maxBytes int) (v Value, ok bool, err error) {
+	return p.g.getCached(key, true, maxBytes)
 }
 
 // Set applies a write of key as its owner, for a Store that came from a

@@ -272,10 +272,10 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	for i, key := range keys {
 		v, ok, err := cache.Value{}, false, error(nil)
 		if checkKey(key, cfg.MaxKeyBytes) == nil {
-			v, ok, err = pv.GetCached(key)
+			v, ok, err = pv.GetCached(key, batchValueBytes)
 		}
 		switch {
-		case ok && err == nil && len(v.Data) <= batchValueBytes && len(v.ContentType) <= batchTypeBytes:
+		case ok && err == nil && len(v.ContentType) <= batchTypeBytes:
 			head = appendValueHead(head, i, v)
 			data[i] = v.Data
 			size += len(v.Data)

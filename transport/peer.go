@@ -378,13 +378,33 @@ func statusError(res *http.Response) error {
 // and the value is a subslice of it: no second copy, and no spare capacity
 // that the cache's byte accounting would not see.
 func decodeValue(res *http.Response, limit int64) (cache.Value, error) {
-	body, err := readBody(res, limit)
-	if err != nil {
-		return cache.Value{}, err
+	if res.ContentLength > limit {
+		return cache.Value{}, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
+	}
+	var body []byte
+	if res.ContentLength >= 0 {
+		body = make([]byte, res.ContentLength)
+		if _, err := io.ReadFull(res.Body, body); err != nil {
+			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
+		}
+	} else {
+		// One byte past the limit tells a body that is too long from one
+		// that is exactly as long as allowed.
+		var err error
+		body, err = io.ReadAll(io.LimitReader(res.Body, limit+1))
+		if err != nil {
+			return cache.Value{}, fmt.Errorf("reading response body: %w", err)
+		}
+		if int64(len(body)) > limit {
+			return cache.Value{}, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
+		}
 	}
 	data, err := getResponseValue(body)
 	if err != nil {
 		return cache.Value{}, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	if res.ContentLength < 0 {
+		data = bytes.Clone(data) // io.ReadAll leaves spare capacity
 	}
 	exp, err := parseExpires(res.Header.Get(hdrExpires))
 	if err != nil {
@@ -463,29 +483,4 @@ func setValueHeaders(h http.Header, v cache.Value) {
 func isPeerError(err error) bool {
 	_, ok := errors.AsType[*PeerError](err)
 	return ok
-}
-
-// readBody reads a response body of at most limit bytes into a slice of its
-// exact size.
-func readBody(res *http.Response, limit int64) ([]byte, error) {
-	if res.ContentLength > limit {
-		return nil, fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, limit)
-	}
-	if res.ContentLength >= 0 {
-		body := make([]byte, res.ContentLength)
-		if _, err := io.ReadFull(res.Body, body); err != nil {
-			return nil, fmt.Errorf("reading response body: %w", err)
-		}
-		return body, nil
-	}
-	// One byte past the limit tells a body that is too long from one that
-	// is exactly as long as allowed.
-	body, err := io.ReadAll(io.LimitReader(res.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading response body: %w", err)
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("%w: over the %d-byte limit", ErrBadResponse, limit)
-	}
-	return append(make([]byte, 0, len(body)), body...), nil // io.ReadAll leaves spare capacity
 }

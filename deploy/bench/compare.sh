@@ -20,8 +20,8 @@
 #            their own (-peer-listen), as that setting needs;
 # every cache with the same origin (ringcached's demo values), value size and
 # key set. After one sequential pass over the keys that fills the caches, it
-# runs `wrk -t$THREADS -c$CONNS` into the first node of each, for each
-# workload:
+# runs `wrk -t$THREADS -c$CONNS` into the first node of each (every other run
+# in the opposite order), for each workload:
 #   - uniform: every key equally likely (2/3 of a node's requests need
 #              another node);
 #   - skewed:  90% of requests on 1% of the keys, the rest uniform;
@@ -270,7 +270,16 @@ results="$tmp/results"
 : >"$results"
 for run in $(seq "$RUNS"); do
 	for w in uniform skewed; do
-		for s in "${systems[@]}"; do
+		# Every other run goes through the systems in the opposite order, so
+		# that no system is always measured right after the same one (the
+		# machine's load drifts, and groupcache as shipped leaves thousands
+		# of sockets in TIME_WAIT behind).
+		order=("${systems[@]}")
+		if [ $((run % 2)) -eq 0 ]; then
+			order=()
+			for ((i = ${#systems[@]} - 1; i >= 0; i--)); do order+=("${systems[$i]}"); done
+		fi
+		for s in "${order[@]}"; do
 			log "run $run: $w into $s for $DURATION"
 			out="$tmp/wrk-$run-$w-$s"
 			perf_pid=""

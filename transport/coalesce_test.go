@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -403,4 +404,76 @@ func FuzzBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSlowBatchAnswer: an owner that sends a batch answer a byte at a time
+// is a silent peer, as it would be for a GET: within about one PeerTimeout
+// the breaker opens and its keys are loaded here, and no fetch, batched or
+// not, waits longer.
+func TestSlowBatchAnswer(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool: func(i int, c *Config) {
+			c.PeerTimeout = DefaultPeerTimeout
+			if i == 0 {
+				c.OnPeerRequest = ops.hook
+			}
+		},
+		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+		wrapPeer: func(_ int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(2 * time.Millisecond)
+				if r.Method != http.MethodPost || !strings.Contains(r.URL.Path, batchRoute) {
+					h.ServeHTTP(w, r)
+					return
+				}
+				// A value frame for the first key whose 1,000 bytes come
+				// one every 100ms.
+				head := appendValueHead(nil, 0, cache.Value{Data: make([]byte, 1000)})
+				w.Header().Set("Content-Type", batchType)
+				w.Header().Set("Content-Length", strconv.Itoa(len(head)+1000))
+				w.WriteHeader(http.StatusOK)
+				w.Write(head)
+				rc := http.NewResponseController(w)
+				for range 30 {
+					w.Write([]byte{'x'})
+					rc.Flush()
+					select {
+					case <-time.After(100 * time.Millisecond):
+					case <-r.Context().Done():
+						return
+					}
+				}
+			})
+		},
+	})
+	asker, own := nodes[0], nodes[1]
+	read := func(prefix string) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for i := range 30 {
+			k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
+			wg.Go(func() {
+				v, err := asker.group.Get(t.Context(), k)
+				if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+					t.Errorf("%s: %q %v", k, v.Data, err)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	if d := read("a"); d > DefaultPeerTimeout+500*time.Millisecond {
+		t.Fatalf("30 reads took %v with an owner that dribbles its batch answers, want about one PeerTimeout (%v)", d, DefaultPeerTimeout)
+	}
+	if n, failed := ops.count("batch"); n == 0 || failed != n {
+		t.Fatalf("%d batches, %d failed; want some, all failed", n, failed)
+	}
+	if got := asker.pool.Suspected(); len(got) != 1 || got[0] != own.url {
+		t.Fatalf("suspected %v, want the owner: its answer did not arrive within PeerTimeout", got)
+	}
+	if d := read("b"); d > 500*time.Millisecond {
+		t.Fatalf("30 more reads took %v with the owner suspected, want them served at once", d)
+	}
 }

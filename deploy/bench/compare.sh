@@ -5,6 +5,8 @@
 # It builds and starts, all on 127.0.0.1:
 #   - bare:  one net/http server answering every request with a fixed body
 #            (deploy/bench/bare): the ceiling every figure is a ratio to;
+#   - barefast: the same on fasthttp's server (-server fasthttp): the
+#            ceiling of a node whose public API runs on fasthttp;
 #   - gc:    three groupcache nodes as shipped (deploy/bench/gcnode, one per
 #            process: groupcache's HTTPPool is process-global);
 #   - gc64:  three groupcache nodes whose client keeps 64 idle connections
@@ -35,7 +37,7 @@
 #
 # Environment: RUNS (1) repeats the whole set of loads; DURATION (10s) per
 # load; KEYS (10000); SIZE (1024); THREADS (2); CONNS (64); BASE_PORT (19000:
-# ports BASE_PORT to BASE_PORT+21 must be free); SAMPLE (20) keys checked per
+# ports BASE_PORT to BASE_PORT+22 must be free); SAMPLE (20) keys checked per
 # system; PERF (unset) names a directory where a CPU profile of the process
 # each load goes into is written (perf record, then perf report as text;
 # DURATION in seconds then). It installs wrk from Debian's packages when it is missing (as root).
@@ -122,12 +124,14 @@ nohot_ports=($((BASE_PORT + 10)) $((BASE_PORT + 11)) $((BASE_PORT + 12)))
 fast_ports=($((BASE_PORT + 13)) $((BASE_PORT + 14)) $((BASE_PORT + 15)))
 fast_peer_ports=($((BASE_PORT + 16)) $((BASE_PORT + 17)) $((BASE_PORT + 18)))
 single_ports=($((BASE_PORT + 19)) $((BASE_PORT + 20)) $((BASE_PORT + 21)))
+barefast_port=$((BASE_PORT + 22))
 
 # wrk is one client address: the per-client miss limits (which would answer
 # most of its misses with 429) are for many clients, so they are off here.
 ring_flags="-client-misses off -client-miss-rate off"
 
 start bare "$tmp/bare" -addr "127.0.0.1:$bare_port" -size "$SIZE"
+start barefast "$tmp/bare" -addr "127.0.0.1:$barefast_port" -size "$SIZE" -server fasthttp
 for p in "${gc_ports[@]}"; do
 	start "gc-$p" "$tmp/gcnode" -addr "127.0.0.1:$p" -peers "$(others "$p" "${gc_ports[@]}")" -size "$SIZE"
 done
@@ -169,6 +173,7 @@ wait_up() {
 	exit 1
 }
 wait_up "$(url "$bare_port")/"
+wait_up "$(url "$barefast_port")/"
 for p in "${gc_ports[@]}" "${gc64_ports[@]}"; do wait_up "$(url "$p")/cache/demo/up"; done
 for p in "${ring_ports[@]}" "${nohot_ports[@]}" "${single_ports[@]}" "${fast_ports[@]}"; do wait_up "$(url "$p")/readyz"; done
 
@@ -200,9 +205,9 @@ end
 EOF
 
 # first_proc SYSTEM: the name (for pid_of) of the process the load goes into.
-first_proc() { if [ "$1" = bare ]; then echo bare; else echo "$1-${first[$1]}"; fi; }
-declare -A first=([bare]=$bare_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]} [single]=${single_ports[0]} [fast]=${fast_ports[0]})
-systems=(bare gc gc64 ring nohot single fast)
+first_proc() { if [ "${1#bare}" != "$1" ]; then echo "$1"; else echo "$1-${first[$1]}"; fi; }
+declare -A first=([bare]=$bare_port [barefast]=$barefast_port [gc]=${gc_ports[0]} [gc64]=${gc64_ports[0]} [ring]=${ring_ports[0]} [nohot]=${nohot_ports[0]} [single]=${single_ports[0]} [fast]=${fast_ports[0]})
+systems=(bare barefast gc gc64 ring nohot single fast)
 
 log "filling the caches: one pass over $KEYS keys per cache"
 for s in gc gc64 ring nohot single fast; do
@@ -223,7 +228,7 @@ check() {
 	for i in $(seq "$SAMPLE"); do
 		key="key-$(( (RANDOM * 32768 + RANDOM) % KEYS ))"
 		curl -s "$(url "${first[$s]}")/cache/demo/$key" >"$tmp/got"
-		if [ "$s" = bare ]; then
+		if [ "${s#bare}" != "$s" ]; then
 			[ "$(wc -c <"$tmp/got")" -eq "$SIZE" ] || bad=$((bad + 1))
 		elif ! expected "$key" | cmp -s - "$tmp/got"; then
 			bad=$((bad + 1))
@@ -234,7 +239,7 @@ check() {
 
 # cpu_ticks SYSTEM: the CPU time (user and system, in clock ticks) used so
 # far by the system's processes.
-declare -A procs_of=([bare]=bare)
+declare -A procs_of=([bare]=bare [barefast]=barefast)
 for p in "${gc_ports[@]}"; do procs_of[gc]+=" gc-$p"; done
 for p in "${gc64_ports[@]}"; do procs_of[gc64]+=" gc64-$p"; done
 for p in "${ring_ports[@]}"; do procs_of[ring]+=" ring-$p"; done
@@ -289,14 +294,14 @@ for run in $(seq "$RUNS"); do
 				perf_pid=$!
 			fi
 			cpu0=$(cpu_ticks "$s")
-			if [ "$s" != bare ] && [ "${s#gc}" = "$s" ]; then
+			if [ "${s#bare}" = "$s" ] && [ "${s#gc}" = "$s" ]; then
 				gets0=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
 				peer0=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
 			fi
 			wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency -s "$tmp/$w.lua" "$(url "${first[$s]}")" >"$out"
 			cpu=$(($(cpu_ticks "$s") - cpu0))
 			remote=-
-			if [ "$s" != bare ] && [ "${s#gc}" = "$s" ]; then
+			if [ "${s#bare}" = "$s" ] && [ "${s#gc}" = "$s" ]; then
 				gets=$(($(ring_metric "$s" 'ringcache_gets_total{group="demo"}') - $(ring_metric "$s" 'ringcache_peer_gets_total{group="demo"}')))
 				peer=$(ring_metric "$s" 'ringcache_loads_total{group="demo",source="peer"}')
 				remote=$(awk -v g=$((gets - gets0)) -v p=$((peer - peer0)) 'BEGIN {printf "%.3f", g ? p / g : 0}')
@@ -333,13 +338,13 @@ awk '
 	  cpu[run, w, s] = $8; remote[run, w, s] = $9
 	  if (!(run in seen)) { seen[run] = 1; runs[++nr] = run } }
 	END {
-		name["bare"] = "bare net/http"; name["gc"] = "groupcache as shipped"
+		name["bare"] = "bare net/http"; name["barefast"] = "bare fasthttp"; name["gc"] = "groupcache as shipped"
 		name["gc64"] = "groupcache, 64 idle conns"; name["ring"] = "ringcache"
 		name["nohot"] = "ringcache, no hot cache"; name["single"] = "ringcache, no hot cache, no coalescing"; name["fast"] = "ringcache, fasthttp"
 		printf "| run | workload | server | req/s | p99 ms | errors | wrong bodies | ratio to bare | ringcache / this | ringcache fasthttp / this | CPU µs/req | gets needing a peer |\n"
 		printf "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-		split("uniform skewed", ws, " "); split("bare gc gc64 ring nohot single fast", ss, " ")
-		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 7; k++) {
+		split("uniform skewed", ws, " "); split("bare barefast gc gc64 ring nohot single fast", ss, " ")
+		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 8; k++) {
 			r = runs[i]; w = ws[j]; s = ss[k]
 			ratio = rps[r, w, s] / rps[r, w, "bare"]
 			ours = (s == "ring" || s == "nohot" || s == "single" || s == "fast")

@@ -118,13 +118,7 @@ func appendIndexFrame(b []byte, kind byte, i int) []byte {
 func appendValueHead(b []byte, i int, v cache.Value) []byte {
 	b = append(b, frameValue)
 	b = binary.AppendUvarint(b, uint64(i))
-	b = binary.AppendUvarint(b, uint64(len(v.ContentType)))
-	b = append(b, v.ContentType...)
-	var exp int64
-	if !v.Expires.IsZero() {
-		exp = v.Expires.UnixNano()
-	}
-	b = binary.AppendVarint(b, exp)
+	b = appendTypeAndExpiry(b, v)
 	var flags byte
 	if v.NoStore {
 		flags |= flagNoStore

@@ -37,6 +37,23 @@ func (o *peerOps) hook(_, op string, _ time.Duration, err error) {
 	}
 }
 
+// pool returns a clusterOpts.pool that applies set, if not nil, to every
+// node and records node 0's peer requests.
+func (o *peerOps) pool(set func(*Config)) func(int, *Config) {
+	return func(i int, c *Config) {
+		if set != nil {
+			set(c)
+		}
+		if i == 0 {
+			c.OnPeerRequest = o.hook
+		}
+	}
+}
+
+// noHotCache turns the hot cache off, so that every read of a peer's key
+// fetches it.
+func noHotCache(g *cache.GroupConfig) { g.HotBytes = -1 }
+
 func (o *peerOps) count(op string) (n, failed int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -85,14 +102,11 @@ func TestFetchesCoalesce(t *testing.T) {
 func testFetchesCoalesce(t *testing.T, signed bool) {
 	var ops peerOps
 	nodes, loads := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) {
-			if i == 0 {
-				c.OnPeerRequest = ops.hook
-			}
+		pool: ops.pool(func(c *Config) {
 			if signed {
 				c.Secret = []byte("coalesce-test-secret-0123456789")
 			}
-		},
+		}),
 		group:    func(g *cache.GroupConfig) { g.HotBytes = -1; g.NotFoundTTL = time.Hour },
 		origin:   coalesceOrigin,
 		wrapPeer: slowPeer(2 * time.Millisecond),
@@ -164,6 +178,25 @@ func testFetchesCoalesce(t *testing.T, signed bool) {
 	}
 }
 
+// readAtOnce reads n of own's keys through asker at once, checks each value,
+// and returns how long that took.
+func readAtOnce(t *testing.T, nodes []*testNode, asker, own *testNode, prefix string, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range n {
+		k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
+		wg.Go(func() {
+			v, err := asker.group.Get(t.Context(), k)
+			if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+				t.Errorf("%s: %q %v", k, v.Data, err)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
 // TestFetchesCoalesceWithoutTheRoute: a peer that answers the batch route
 // with 405 (a ringcache node from before it) is asked one key at a time
 // from then on, and every key still reads right.
@@ -171,12 +204,8 @@ func TestFetchesCoalesceWithoutTheRoute(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
 	nodes, _ := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) {
-			if i == 0 {
-				c.OnPeerRequest = ops.hook
-			}
-		},
-		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+		pool:  ops.pool(nil),
+		group: noHotCache,
 		wrapPeer: func(i int, h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(2 * time.Millisecond)
@@ -190,19 +219,7 @@ func TestFetchesCoalesceWithoutTheRoute(t *testing.T) {
 		},
 	})
 	asker, own := nodes[0], nodes[1]
-	read := func(prefix string) {
-		var wg sync.WaitGroup
-		for i := range 40 {
-			k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
-			wg.Go(func() {
-				v, err := asker.group.Get(t.Context(), k)
-				if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
-					t.Errorf("%s: %q %v", k, v.Data, err)
-				}
-			})
-		}
-		wg.Wait()
-	}
+	read := func(prefix string) { readAtOnce(t, nodes, asker, own, prefix, 40) }
 	read("a")
 	first, _ := ops.count("batch")
 	if first == 0 {
@@ -224,11 +241,7 @@ func TestCoalescedHotCopiesFollowWrites(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
 	nodes, _ := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) {
-			if i == 0 {
-				c.OnPeerRequest = ops.hook
-			}
-		},
+		pool:     ops.pool(nil),
 		wrapPeer: slowPeer(2 * time.Millisecond),
 	})
 	c := testClient(t)
@@ -267,13 +280,8 @@ func TestPausedOwnerReleasesBatches(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
 	nodes, _ := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) {
-			c.PeerTimeout = DefaultPeerTimeout
-			if i == 0 {
-				c.OnPeerRequest = ops.hook
-			}
-		},
-		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+		pool:  ops.pool(func(c *Config) { c.PeerTimeout = DefaultPeerTimeout }),
+		group: noHotCache,
 	})
 	c := testClient(t)
 	asker, own := nodes[0], nodes[1]
@@ -414,13 +422,8 @@ func TestSlowBatchAnswer(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
 	nodes, _ := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) {
-			c.PeerTimeout = DefaultPeerTimeout
-			if i == 0 {
-				c.OnPeerRequest = ops.hook
-			}
-		},
-		group: func(g *cache.GroupConfig) { g.HotBytes = -1 },
+		pool:  ops.pool(func(c *Config) { c.PeerTimeout = DefaultPeerTimeout }),
+		group: noHotCache,
 		wrapPeer: func(_ int, h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(2 * time.Millisecond)
@@ -449,21 +452,7 @@ func TestSlowBatchAnswer(t *testing.T) {
 		},
 	})
 	asker, own := nodes[0], nodes[1]
-	read := func(prefix string) time.Duration {
-		start := time.Now()
-		var wg sync.WaitGroup
-		for i := range 30 {
-			k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
-			wg.Go(func() {
-				v, err := asker.group.Get(t.Context(), k)
-				if err != nil || !bytes.Equal(v.Data, valueOf(k)) {
-					t.Errorf("%s: %q %v", k, v.Data, err)
-				}
-			})
-		}
-		wg.Wait()
-		return time.Since(start)
-	}
+	read := func(prefix string) time.Duration { return readAtOnce(t, nodes, asker, own, prefix, 30) }
 	if d := read("a"); d > DefaultPeerTimeout+500*time.Millisecond {
 		t.Fatalf("30 reads took %v with an owner that dribbles its batch answers, want about one PeerTimeout (%v)", d, DefaultPeerTimeout)
 	}

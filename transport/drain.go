@@ -254,15 +254,22 @@ func (h *peerHandler) group(escaped string) (*cache.Group, error) {
 func appendRecord(b []byte, key string, v cache.Value) []byte {
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
+	b = appendTypeAndExpiry(b, v)
+	b = binary.AppendUvarint(b, uint64(len(v.Data)))
+	return append(b, v.Data...)
+}
+
+// appendTypeAndExpiry appends what a hand-off record and a batch answer's
+// value frame both carry: v's content type, length-prefixed, and its expiry
+// (Unix nanoseconds, 0 for none).
+func appendTypeAndExpiry(b []byte, v cache.Value) []byte {
 	b = binary.AppendUvarint(b, uint64(len(v.ContentType)))
 	b = append(b, v.ContentType...)
 	var exp int64
 	if !v.Expires.IsZero() {
 		exp = v.Expires.UnixNano()
 	}
-	b = binary.AppendVarint(b, exp)
-	b = binary.AppendUvarint(b, uint64(len(v.Data)))
-	return append(b, v.Data...)
+	return binary.AppendVarint(b, exp)
 }
 
 var errBadRecord = errors.New("bad hand-off record")

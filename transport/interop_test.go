@@ -65,11 +65,7 @@ func startGroupcache(t *testing.T, peers []string) string {
 func TestGroupcacheInterop(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
-	nodes, loads := newCluster(t, 2, clusterOpts{pool: func(i int, c *Config) {
-		if i == 0 {
-			c.OnPeerRequest = ops.hook
-		}
-	}})
+	nodes, loads := newCluster(t, 2, clusterOpts{pool: ops.pool(nil)})
 	urls := []string{nodes[0].url, nodes[1].url}
 	gc := startGroupcache(t, urls)
 	for _, n := range nodes {

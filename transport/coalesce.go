@@ -34,7 +34,9 @@ import (
 //
 // A peer that does not know the route (a groupcache node, which answers
 // without our headers, or an older ringcache node, which answers 405) is
-// asked singly from then on.
+// asked singly from then on; after a batch that failed otherwise (the peer
+// fell silent, the connection broke, the answer was malformed), for
+// batchPause.
 const (
 	// batchRoute, under BasePath and followed by a group, takes a POST of
 	// keys. No other request to a group's path is a POST but adoptRoute's,
@@ -50,6 +52,11 @@ const (
 	// maxBatchKeys of them.
 	batchValueBytes = 64 << 10
 	batchTypeBytes  = 1 << 10
+	// batchPause is how long fetches to a peer go alone after a batch to
+	// it failed (silent, cut, or a broken answer) while its GETs may
+	// still be answered: a peer that cannot answer batches costs one
+	// PeerTimeout per pause, not per batch.
+	batchPause = 10 * time.Second
 )
 
 // Frames of a batch answer, one per key, in any order.
@@ -314,10 +321,11 @@ type batch struct {
 }
 
 // coalescer returns the peer's coalescer of group, or nil when fetches to
-// the peer go alone: coalescing is off, the peer does not batch, or nothing
-// is in flight to it.
+// the peer go alone: coalescing is off, the peer does not batch or a batch
+// to it failed lately, or nothing is in flight to it.
 func (pe *peer) coalescer(group string) *coalescer {
-	if pe.pool.cfg.DisableCoalescing || pe.noBatch.Load() || pe.contact.legacy.Load() || pe.fetching.Load() == 0 {
+	if pe.pool.cfg.DisableCoalescing || pe.noBatch.Load() || pe.contact.legacy.Load() || pe.fetching.Load() == 0 ||
+		time.Now().UnixNano() < pe.batchPaused.Load() {
 		return nil
 	}
 	if c, ok := pe.batches.Load(group); ok {
@@ -400,9 +408,15 @@ func (pe *peer) sendBatch(group string, b *batch) {
 	if err == nil {
 		return
 	}
-	if perr, ok := errors.AsType[*PeerError](err); ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()) {
+	switch perr, ok := errors.AsType[*PeerError](err); {
+	case ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()):
 		pe.noBatch.Store(true)
 		pe.pool.cfg.Logger.Info("transport: peer does not take batches; fetching from it one key at a time", "peer", pe.url)
+	case !errors.Is(err, ErrPeerDown):
+		// Not merely sent into an open breaker: this batch failed.
+		pe.batchPaused.Store(time.Now().Add(batchPause).UnixNano())
+		pe.pool.cfg.Logger.Info("transport: batch failed; fetching from the peer one key at a time for a while",
+			"peer", pe.url, "pause", batchPause, "err", err)
 	}
 	for i := range b.res {
 		b.res[i] = batchResult{}

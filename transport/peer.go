@@ -44,7 +44,10 @@ type peer struct {
 	// batched; coalescing starts when one is (coalesce.go).
 	fetching atomic.Int32
 	noBatch  atomic.Bool // the peer does not take batches
-	batches  sync.Map    // group name → *coalescer
+	// batchPaused is when fetches to the peer may be batched again (Unix
+	// nanoseconds) after a batch failed.
+	batchPaused atomic.Int64
+	batches     sync.Map // group name → *coalescer
 
 	contact contact
 	// membership is what the peer last said about this node: whether its

@@ -248,13 +248,8 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBatchBody(cfg.MaxKeyBytes)))
+	body, err := h.readBody(w, r, maxBatchBody(cfg.MaxKeyBytes))
 	if err != nil {
-		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
-		return
-	}
-	if err := h.pool.auth.checkBody(r, body); err != nil {
-		h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
 		writePeerError(w, err)
 		return
 	}
@@ -271,7 +266,9 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	data := make([][]byte, len(keys))
 	size := 0
 	for i, key := range keys {
-		v, ok, err := cache.Value{}, false, error(nil)
+		var v cache.Value
+		var ok bool
+		var err error
 		if checkKey(key, cfg.MaxKeyBytes) == nil {
 			v, ok, err = pv.GetCached(key, batchValueBytes)
 		}
@@ -324,9 +321,11 @@ type batch struct {
 // the peer go alone: coalescing is off, the peer does not batch or a batch
 // to it failed lately, or nothing is in flight to it.
 func (pe *peer) coalescer(group string) *coalescer {
-	if pe.pool.cfg.DisableCoalescing || pe.noBatch.Load() || pe.contact.legacy.Load() || pe.fetching.Load() == 0 ||
-		time.Now().UnixNano() < pe.batchPaused.Load() {
+	if pe.pool.cfg.DisableCoalescing || pe.noBatch.Load() || pe.contact.legacy.Load() || pe.fetching.Load() == 0 {
 		return nil
+	}
+	if until := pe.batchPaused.Load(); until != 0 && time.Now().UnixNano() < until {
+		return nil // no clock read on the peer hop unless a batch failed
 	}
 	if c, ok := pe.batches.Load(group); ok {
 		return c.(*coalescer)
@@ -418,7 +417,5 @@ func (pe *peer) sendBatch(group string, b *batch) {
 		pe.pool.cfg.Logger.Info("transport: batch failed; fetching from the peer one key at a time for a while",
 			"peer", pe.url, "pause", batchPause, "err", err)
 	}
-	for i := range b.res {
-		b.res[i] = batchResult{}
-	}
+	clear(b.res)
 }

@@ -190,13 +190,8 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		return
 	}
 	sender := r.Header.Get(hdrPeer)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdoptBody))
+	body, err := h.readBody(w, r, maxAdoptBody)
 	if err != nil {
-		writePeerError(w, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err))
-		return
-	}
-	if err := h.pool.auth.checkBody(r, body); err != nil {
-		h.pool.auth.refused(h.pool.cfg.Logger, r, err, h.pool.now())
 		writePeerError(w, err)
 		return
 	}
@@ -234,6 +229,21 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 	}
 	w.Header().Set(hdrAdopted, strconv.Itoa(adopted))
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// readBody reads a POST's body of at most limit bytes and checks it against
+// the request's signature (a refusal is logged as every refused peer
+// request is).
+func (h *peerHandler) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
+	}
+	if err := h.pool.auth.checkBody(r, body); err != nil {
+		h.pool.auth.refused(h.pool.cfg.Logger, r, err, h.pool.now())
+		return nil, err
+	}
+	return body, nil
 }
 
 // group returns the group an escaped path segment names.

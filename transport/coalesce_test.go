@@ -474,3 +474,59 @@ func TestSlowBatchAnswer(t *testing.T) {
 		t.Fatalf("%d more batches within batchPause of a failed one", n-batches)
 	}
 }
+
+// TestCoalescedCopiesUnderAPausedHolder: copies that came from batch
+// answers live under the owner's contact lease like any other. A write
+// while their holder is paused answers 204 naming it, after about a lease,
+// and the holder then serves the new value, never its copy.
+func TestCoalescedCopiesUnderAPausedHolder(t *testing.T) {
+	t.Parallel()
+	const peerTimeout, leaseTTL = 300 * time.Millisecond, 2 * time.Second
+	var ops peerOps
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool:     ops.pool(func(c *Config) { c.PeerTimeout, c.LeaseTTL = peerTimeout, leaseTTL }),
+		wrapPeer: slowPeer(2 * time.Millisecond),
+	})
+	c := testClient(t)
+	holder, own := nodes[0], nodes[1]
+	var keys []string
+	for i := range 20 {
+		k := keyOf(t, nodes, own, fmt.Sprintf("h%d-", i))
+		keys = append(keys, k)
+		put(t, c, own, k, "v1")
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			if v, err := holder.group.Get(t.Context(), k); err != nil || string(v.Data) != "v1" {
+				t.Errorf("%s at the holder: %q %v, want v1", k, v.Data, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n, failed := ops.count("batch"); n == 0 || failed != 0 {
+		t.Fatalf("%d batches, %d failed: the copies did not come from batch answers", n, failed)
+	}
+	if s := holder.group.Stats(); s.HotItems != int64(len(keys)) {
+		t.Fatalf("the holder keeps %d copies, want %d", s.HotItems, len(keys))
+	}
+
+	holder.gate.pause()
+	start := time.Now()
+	r := put(t, c, own, keys[0], "v2")
+	d := time.Since(start)
+	if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != holder.url {
+		t.Fatalf("PUT with the holder paused = %d %q, unreached %q; want 204 naming %s", r.status, r.body, r.header.Get(HeaderUnreached), holder.url)
+	}
+	if limit := peerTimeout + leaseTTL + leaseMargin(leaseTTL) + 500*time.Millisecond; d > limit {
+		t.Fatalf("PUT took %v with the holder paused, want under %v", d, limit)
+	}
+	// The owner waited out the lease its copies were served under: the
+	// holder no longer serves them, paused or not.
+	if v, err := holder.group.Get(t.Context(), keys[0]); err != nil || string(v.Data) != "v2" {
+		t.Fatalf("the holder after the write: %q %v, want v2", v.Data, err)
+	}
+	holder.gate.resume()
+	mustRead(t, c, holder, keys[0], "v2")
+	mustRead(t, c, holder, keys[1], "v1")
+}

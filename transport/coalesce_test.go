@@ -246,31 +246,47 @@ func TestCoalescedHotCopiesFollowWrites(t *testing.T) {
 	})
 	c := testClient(t)
 	asker, own := nodes[0], nodes[1]
-	var keys []string
-	for i := range 40 {
-		k := keyOf(t, nodes, own, fmt.Sprintf("w%d-", i))
-		keys = append(keys, k)
-		if r := put(t, c, own, k, "old"); r.status != http.StatusNoContent {
-			t.Fatalf("PUT %s = %d %q", k, r.status, r.body)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		wg.Go(func() { mustRead(t, c, asker, k, "old") })
-	}
-	wg.Wait()
-	if n, failed := ops.count("batch"); n == 0 || failed != 0 {
-		t.Fatalf("%d batches, %d failed (%v): the copies did not come from batch answers", n, failed, ops.last)
-	}
-	if s := asker.group.Stats(); s.HotItems != int64(len(keys)) {
-		t.Fatalf("asker keeps %d hot copies, want %d", s.HotItems, len(keys))
-	}
+	keys := copiesFromBatches(t, nodes, &ops, asker, own, "w", 40, "old")
 	for _, k := range keys {
 		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
 			t.Fatalf("PUT %s = %d %q, unreached %q", k, r.status, r.body, r.header.Get(HeaderUnreached))
 		}
 		mustRead(t, c, asker, k, "new")
 	}
+}
+
+// copiesFromBatches writes value under n of own's keys, reads them all at
+// once through holder's public API, and checks that holder keeps a copy of
+// each and that they came from batch answers (ops records holder's peer
+// requests). It returns the keys.
+func copiesFromBatches(t *testing.T, nodes []*testNode, ops *peerOps, holder, own *testNode, prefix string, n int, value string) []string {
+	t.Helper()
+	c := testClient(t)
+	var keys []string
+	for i := range n {
+		k := keyOf(t, nodes, own, fmt.Sprintf("%s%d-", prefix, i))
+		keys = append(keys, k)
+		if r := put(t, c, own, k, value); r.status != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d %q", k, r.status, r.body)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			r, err := do(t, c, http.MethodGet, publicURL(holder.url, testGroup, k), nil)
+			if err != nil || r.status != http.StatusOK || r.body != value {
+				t.Errorf("GET %s at %s = %d %q %v, want %q", k, holder.url, r.status, r.body, err, value)
+			}
+		})
+	}
+	wg.Wait()
+	if n, failed := ops.count("batch"); n == 0 || failed != 0 {
+		t.Fatalf("%d batches, %d failed (%v): the copies did not come from batch answers", n, failed, ops.last)
+	}
+	if s := holder.group.Stats(); s.HotItems != int64(len(keys)) {
+		t.Fatalf("%s keeps %d hot copies, want %d", holder.url, s.HotItems, len(keys))
+	}
+	return keys
 }
 
 // TestPausedOwnerReleasesBatches: fetches waiting in batches for a paused
@@ -489,27 +505,7 @@ func TestCoalescedCopiesUnderAPausedHolder(t *testing.T) {
 	})
 	c := testClient(t)
 	holder, own := nodes[0], nodes[1]
-	var keys []string
-	for i := range 20 {
-		k := keyOf(t, nodes, own, fmt.Sprintf("h%d-", i))
-		keys = append(keys, k)
-		put(t, c, own, k, "v1")
-	}
-	var wg sync.WaitGroup
-	for _, k := range keys {
-		wg.Go(func() {
-			if v, err := holder.group.Get(t.Context(), k); err != nil || string(v.Data) != "v1" {
-				t.Errorf("%s at the holder: %q %v, want v1", k, v.Data, err)
-			}
-		})
-	}
-	wg.Wait()
-	if n, failed := ops.count("batch"); n == 0 || failed != 0 {
-		t.Fatalf("%d batches, %d failed: the copies did not come from batch answers", n, failed)
-	}
-	if s := holder.group.Stats(); s.HotItems != int64(len(keys)) {
-		t.Fatalf("the holder keeps %d copies, want %d", s.HotItems, len(keys))
-	}
+	keys := copiesFromBatches(t, nodes, &ops, holder, own, "h", 20, "v1")
 
 	holder.gate.pause()
 	start := time.Now()

@@ -136,7 +136,7 @@ func BenchmarkLRUChurn(b *testing.B) {
 			hits := 0
 			for b.Loop() {
 				k := keys[rng.IntN(len(keys))]
-				if _, ok := l.get(k); ok {
+				if _, ok := l.get(k, new(clock)); ok {
 					hits++
 				} else {
 					addVal(l, k, size)

@@ -100,8 +100,9 @@ type Peer interface {
 // A Peer that is no Leaser (a groupcache node) keeps the older rule: its
 // copies live for HotTTL.
 type Leaser interface {
-	// Contact returns the lease's epoch and whether the lease holds now.
-	Contact() (epoch uint64, ok bool)
+	// Contact returns the lease's epoch and whether the lease holds at
+	// now, a reading of time.Now.
+	Contact(now time.Time) (epoch uint64, ok bool)
 }
 
 // PeerPicker chooses the owner of a key and reaches the other nodes.

@@ -167,10 +167,11 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 // at once, while one background load refreshes it; within stale-if-error
 // only when the load fails.
 func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
-	e, ok := g.look(key, remote)
+	var clk clock
+	e, ok := g.look(key, remote, &clk)
 	var stale *entry
 	if ok {
-		if v, err, done := g.answer(key, e, remote); done {
+		if v, err, done := g.answer(key, e, remote, &clk); done {
 			return v, err
 		}
 		stale = &e
@@ -195,13 +196,15 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 
 // answer serves e, which look found for key, when that needs no load: e is
 // fresh, or stale within its stale-while-revalidate window (it starts the
-// revalidation). done is false when e is too stale.
-func (g *Group) answer(key string, e entry, remote bool) (v Value, err error, done bool) {
-	var now time.Time
-	if !e.v.Expires.IsZero() {
-		now = time.Now() // a clock read only for a value that expires
+// revalidation). done is false when e is too stale. It reads clk only for
+// a value that expires.
+func (g *Group) answer(key string, e entry, remote bool, clk *clock) (v Value, err error, done bool) {
+	if e.v.Expires.IsZero() {
+		v, err = g.hit(e, remote)
+		return v, err, true
 	}
-	if e.v.Expires.IsZero() || now.Before(e.v.Expires) {
+	now := clk.now()
+	if now.Before(e.v.Expires) {
 		v, err = g.hit(e, remote)
 		return v, err, true
 	}
@@ -509,7 +512,7 @@ func (g *Group) Handoff(key string) (Value, bool) {
 	if !g.inHandoff() {
 		return Value{}, false
 	}
-	e, ok := g.handoff.get(key)
+	e, ok := g.handoff.get(key, new(clock))
 	if !ok || e.notFound {
 		return Value{}, false
 	}
@@ -648,9 +651,9 @@ func (g *Group) checkSet(key string, v Value) error {
 // returned only while what it was stored under still holds: the node's
 // tenure for a main entry, the owner's contact lease for a hot copy. It may
 // be past its expiry, within its grace (stale).
-func (g *Group) look(key string, remote bool) (e entry, ok bool) {
+func (g *Group) look(key string, remote bool, clk *clock) (e entry, ok bool) {
 	if !remote {
-		if e, ok = g.main.get(key); !ok {
+		if e, ok = g.main.get(key, clk); !ok {
 			return entry{}, false
 		}
 		if term, held := g.term(); !held || e.stamp != term {
@@ -658,14 +661,8 @@ func (g *Group) look(key string, remote bool) (e entry, ok bool) {
 		}
 		return e, true
 	}
-	if e, ok = g.hot.get(key); !ok {
+	if e, ok = g.hot.get(key, clk); !ok || !leaseHolds(&e, clk) {
 		return entry{}, false
-	}
-	if e.src != nil {
-		epoch, leased := e.src.Contact()
-		if epoch != e.stamp || !leased && !e.fallback {
-			return entry{}, false
-		}
 	}
 	return e, true
 }
@@ -687,8 +684,9 @@ func (g *Group) hit(e entry, remote bool) (Value, error) {
 // second look inside a flight, and hand-offs. ok is false on a miss and for
 // a stale entry.
 func (g *Group) lookup(key string, remote bool) (v Value, err error, ok bool) {
-	e, ok := g.look(key, remote)
-	if !ok || !e.v.Expires.IsZero() && !time.Now().Before(e.v.Expires) {
+	var clk clock
+	e, ok := g.look(key, remote, &clk)
+	if !ok || !e.v.Expires.IsZero() && !clk.now().Before(e.v.Expires) {
 		return Value{}, nil, false
 	}
 	if e.notFound {
@@ -783,7 +781,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		dest, stored.fallback = g.hot, true
 		if l, ok := owner.(Leaser); ok {
 			stored.src = l
-			stored.stamp, _ = l.Contact()
+			stored.stamp, _ = l.Contact(time.Now())
 		}
 	} else {
 		stored.stamp, held = g.term()
@@ -924,7 +922,7 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	}
 	if l, ok := peer.(Leaser); ok {
 		e.src = l
-		e.stamp, _ = l.Contact()
+		e.stamp, _ = l.Contact(now)
 	}
 	if g.storable(hv, now) && g.hot.add(key, e, gd) {
 		g.st.hotPromotions.Add(1)

@@ -517,7 +517,7 @@ func TestNoStore(t *testing.T) {
 	if _, err := g.setLocal(t.Context(), "s", Value{Data: []byte("new"), NoStore: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.main.get("s"); ok {
+	if _, ok := g.main.get("s", new(clock)); ok {
 		t.Fatal("setLocal with NoStore left the old value")
 	}
 }

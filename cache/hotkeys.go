@@ -65,22 +65,23 @@ func (l *lru) recent(now time.Time) []HotKey {
 	keys, vals := l.entries() // oldest first
 	l.mu.Unlock()
 	out := make([]HotKey, 0, len(keys))
+	clk := clock{now}
 	for i := len(keys) - 1; i >= 0; i-- {
-		if e := &vals[i]; !e.notFound && !e.expired(now) && leaseHolds(e) {
+		if e := &vals[i]; !e.notFound && !e.expired(now) && leaseHolds(e, &clk) {
 			out = append(out, HotKey{Key: keys[i], Bytes: e.size})
 		}
 	}
 	return out
 }
 
-// leaseHolds is Group.lookup's rule for a hot copy: stored without a lease,
-// or under the owner's contact epoch that still holds (a fallback copy
-// also once the lease lapsed).
-func leaseHolds(e *entry) bool {
+// leaseHolds is Group.look's rule for a hot copy: stored without a lease,
+// or under the owner's contact epoch that still holds at clk's now (a
+// fallback copy also once the lease lapsed).
+func leaseHolds(e *entry, clk *clock) bool {
 	if e.src == nil {
 		return true
 	}
-	epoch, leased := e.src.Contact()
+	epoch, leased := e.src.Contact(clk.now())
 	return epoch == e.stamp && (leased || e.fallback)
 }
 

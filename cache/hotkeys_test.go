@@ -39,7 +39,7 @@ func TestHotKeys(t *testing.T) {
 	for _, h := range got {
 		keys = append(keys, h.Key)
 		ests = append(ests, h.Estimate)
-		e, ok := g.hot.get(h.Key)
+		e, ok := g.hot.get(h.Key, new(clock))
 		if !ok || h.Bytes != e.size {
 			t.Errorf("%s: Bytes %d, entry %v %d", h.Key, h.Bytes, ok, e.size)
 		}
@@ -68,7 +68,7 @@ type lease struct {
 	ok    bool
 }
 
-func (l lease) Contact() (uint64, bool) { return l.epoch, l.ok }
+func (l lease) Contact(time.Time) (uint64, bool) { return l.epoch, l.ok }
 
 // TestHotKeysSkipsUnservable checks that a hot copy the group would not
 // serve is not reported, though the LRU still holds it: expired, under a

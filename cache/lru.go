@@ -131,6 +131,18 @@ type page struct {
 	own bool
 }
 
+// clock is one reading of time.Now, taken when first asked for: a hit reads
+// the clock once, however many of its checks need it, and not at all when
+// none does (a value that never expires, under no lease).
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time {
+	if c.t.IsZero() {
+		c.t = time.Now()
+	}
+	return c.t
+}
+
 // expired reports whether e must no longer be served at now.
 func (e *entry) expired(now time.Time) bool {
 	return !e.v.Expires.IsZero() && !now.Before(e.v.Expires)
@@ -315,9 +327,9 @@ func (l *lru) lookup(h uint64, key string) int32 {
 }
 
 // get returns key's entry and marks it recently used. An entry past its
-// expiry and grace is dropped and reported missing; one within its grace is
-// returned (the caller tells it is stale by its expiry).
-func (l *lru) get(key string) (entry, bool) {
+// expiry and grace at clk's now is dropped and reported missing; one within
+// its grace is returned (the caller tells it is stale by its expiry).
+func (l *lru) get(key string, clk *clock) (entry, bool) {
 	h := l.hash(key)
 	l.mu.Lock()
 	id := l.lookup(h, key)
@@ -326,7 +338,7 @@ func (l *lru) get(key string) (entry, bool) {
 		return entry{}, false
 	}
 	r := l.rec(id)
-	if r.flags&hasExpiry != 0 && l.clock(r, time.Now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(l.pages[r.page].buf, r)))) {
+	if r.flags&hasExpiry != 0 && l.clock(r, clk.now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(l.pages[r.page].buf, r)))) {
 		l.drop(id)
 		l.mu.Unlock()
 		return entry{}, false

@@ -135,13 +135,13 @@ func TestLRUEvictsLeastRecentlyUsedByBytes(t *testing.T) {
 	for _, k := range []string{"a", "b", "c"} {
 		addVal(l, k, 100)
 	}
-	l.get("a") // a is now the most recent; b is the oldest
+	l.get("a", new(clock)) // a is now the most recent; b is the oldest
 	addVal(l, "d", 100)
-	if _, ok := l.get("b"); ok {
+	if _, ok := l.get("b", new(clock)); ok {
 		t.Fatal("b survived; it was the least recently used")
 	}
 	for _, k := range []string{"a", "c", "d"} {
-		if _, ok := l.get(k); !ok {
+		if _, ok := l.get(k, new(clock)); !ok {
 			t.Fatalf("%s was evicted", k)
 		}
 	}
@@ -166,7 +166,7 @@ func TestLRURejectsEntryLargerThanBudget(t *testing.T) {
 	if addVal(l, "k", 1000) {
 		t.Fatal("stored an entry larger than the whole budget")
 	}
-	if _, ok := l.get("k"); ok {
+	if _, ok := l.get("k", new(clock)); ok {
 		t.Fatal("the old value of k survived a rejected replacement")
 	}
 	if !addVal(l, "other", 10) {
@@ -185,22 +185,22 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 	// An expiry from this node's clock (a TTL) has a monotonic reading; one
 	// from another node's (a peer's or a hand-off's Unix nanoseconds) has
 	// none. The LRU keeps either on its own clock.
-	for _, clock := range []struct {
+	for _, tc := range []struct {
 		name string
 		exp  func(time.Time) time.Time
 	}{
 		{"monotonic", func(t time.Time) time.Time { return t }},
 		{"wall", func(t time.Time) time.Time { return t.Round(0) }},
 	} {
-		t.Run(clock.name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				l := newLRU(1 << 20)
-				exp := clock.exp(time.Now().Add(time.Second))
+				exp := tc.exp(time.Now().Add(time.Second))
 				v := Value{Data: []byte("x"), Expires: exp}
 				l.add("k", entry{v: v, size: entrySize("k", v)}, guard{})
 				time.Sleep(time.Second - time.Nanosecond)
-				e, ok := l.get("k")
+				e, ok := l.get("k", new(clock))
 				if !ok {
 					t.Fatal("entry missing before its expiry")
 				}
@@ -208,7 +208,7 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 					t.Fatalf("Expires = %v, stored %v", e.v.Expires, exp)
 				}
 				time.Sleep(time.Nanosecond)
-				if _, ok := l.get("k"); ok {
+				if _, ok := l.get("k", new(clock)); ok {
 					t.Fatal("entry served at its expiry")
 				}
 				if b, n := l.usage(); b != 0 || n != 0 {
@@ -242,7 +242,7 @@ func TestLRUAccountingUnderConcurrency(t *testing.T) {
 				case 0:
 					l.remove(key)
 				case 1:
-					e, ok := l.get(key)
+					e, ok := l.get(key, new(clock))
 					if !ok {
 						break
 					}
@@ -427,7 +427,7 @@ func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 
 // hit reports whether key is in l.
 func hit(l *lru, key string) bool {
-	_, ok := l.get(key)
+	_, ok := l.get(key, new(clock))
 	return ok
 }
 
@@ -452,7 +452,7 @@ func TestLRUKeepsOnlyTheKey(t *testing.T) {
 	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n; per > line/2 {
 		t.Fatalf("each entry holds %d bytes of heap: the %d-byte strings its keys were cut from stay alive", per, line)
 	}
-	if _, ok := l.get(strings.Repeat("x", 8) + "7"); !ok {
+	if _, ok := l.get(strings.Repeat("x", 8)+"7", new(clock)); !ok {
 		t.Fatal("a stored key is not found")
 	}
 }
@@ -487,7 +487,7 @@ func TestLRUKeepsEveryField(t *testing.T) {
 			if !l.add("key", in, guard{}) {
 				t.Fatal("not stored")
 			}
-			got, ok := l.get("key")
+			got, ok := l.get("key", new(clock))
 			if !ok {
 				t.Fatal("not found")
 			}
@@ -536,7 +536,7 @@ func TestLRUMovesWithoutCopying(t *testing.T) {
 		if !to.add(m.key, e, guard{}) {
 			t.Fatalf("%s not stored", m.key)
 		}
-		got, _ := to.get(m.key)
+		got, _ := to.get(m.key, new(clock))
 		moved := len(m.e.v.Data) > 0 && unsafe.SliceData(got.v.Data) == unsafe.SliceData(m.e.v.Data)
 		if want := len(m.e.v.Data) > packMax && m.key != "changed"; moved != want {
 			t.Errorf("%s: moved without a copy = %v, want %v", m.key, moved, want)
@@ -562,7 +562,7 @@ func TestLRUHashCollision(t *testing.T) {
 	l.mu.Lock()
 	l.put(l.hash("key"), "other", &o)
 	l.mu.Unlock()
-	if _, ok := l.get("key"); ok {
+	if _, ok := l.get("key", new(clock)); ok {
 		t.Fatal("key found: it has another key's entry")
 	}
 	l.remove("key")
@@ -572,7 +572,7 @@ func TestLRUHashCollision(t *testing.T) {
 	if l.addIfAbsent("key", entry{v: val(3), size: entrySize("key", val(3))}, guard{}) == false {
 		t.Fatal("addIfAbsent: key is absent, but nothing was stored")
 	}
-	if e, ok := l.get("key"); !ok || len(e.v.Data) != 3 {
+	if e, ok := l.get("key", new(clock)); !ok || len(e.v.Data) != 3 {
 		t.Fatal("key not found after it was stored")
 	}
 	if b, n := l.usage(); n != 1 || b != entrySize("key", val(3)) {
@@ -638,7 +638,7 @@ func churn(t *testing.T, l *lru) {
 			l.remove(key)
 			ref.Remove(key)
 		default:
-			e, ok := l.get(key)
+			e, ok := l.get(key, new(clock))
 			want, wok := ref.Get(key)
 			if ok != wok || !bytes.Equal(e.v.Data, want) {
 				t.Fatalf("step %d: %s = %v, %d bytes; want %v, the %d written last", step, key, ok, len(e.v.Data), wok, len(want))

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -74,7 +75,7 @@ type leaseState struct {
 
 // Contact makes a fakePeer a Leaser: its lease holds at epoch 0 until a
 // test sets another state.
-func (p *fakePeer) Contact() (uint64, bool) {
+func (p *fakePeer) Contact(time.Time) (uint64, bool) {
 	if l := p.lease.Load(); l != nil {
 		return l.epoch, l.ok
 	}

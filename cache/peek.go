@@ -1,9 +1,6 @@
 package cache
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // Cached reports whether a Get for key would be answered from this node's
 // caches as Get looks them up (the main cache for a key this node owns, the
@@ -15,11 +12,12 @@ import (
 // to admit a request, not what to serve.
 func (g *Group) Cached(key string) bool {
 	_, remote := g.pick(key)
-	e, ok := g.look(key, remote)
+	var clk clock
+	e, ok := g.look(key, remote, &clk)
 	if !ok {
 		return false
 	}
-	return e.v.Expires.IsZero() || time.Now().Before(e.v.Expires.Add(g.swr(e.v)))
+	return e.v.Expires.IsZero() || clk.now().Before(e.v.Expires.Add(g.swr(e.v)))
 }
 
 // GetCached is Get for a key that this node's caches answer, as Cached
@@ -40,14 +38,15 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 		return Value{}, false, nil
 	}
 	_, remote := g.pick(key)
-	e, found := g.look(key, remote)
+	var clk clock
+	e, found := g.look(key, remote, &clk)
 	if !found {
 		return Value{}, false, nil
 	}
 	if len(e.v.Data) > maxBytes {
 		return Value{}, false, nil
 	}
-	v, err, ok = g.answer(key, e, remote)
+	v, err, ok = g.answer(key, e, remote, &clk)
 	if !ok {
 		return Value{}, false, nil
 	}

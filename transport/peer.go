@@ -73,8 +73,8 @@ func (pe *peer) String() string { return pe.url }
 // and starts a renewal in the background when the lease is missing or half
 // spent, so that a node that keeps hot copies of the peer's values keeps its
 // lease without a fetch.
-func (pe *peer) Contact() (uint64, bool) {
-	epoch, ok, renew := pe.contact.state(time.Now(), pe.pool.cfg.LeaseTTL)
+func (pe *peer) Contact(now time.Time) (uint64, bool) {
+	epoch, ok, renew := pe.contact.state(now, pe.pool.cfg.LeaseTTL)
 	if renew {
 		pe.probe()
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/golang/groupcache"
 )
@@ -25,41 +26,78 @@ func newGroupcache(cacheBytes int64, value []byte) *groupcache.Group {
 		}))
 }
 
-// BenchmarkGetHit reads one cached 1 KiB value from all Ps, next to
-// groupcache doing the same.
+// BenchmarkGetHit reads cached 1 KiB values from all Ps, next to groupcache
+// doing the same: keys=1 is one value every caller asks for (the lock and
+// the counters are all the callers share), keys=10000 a set as large as
+// compare.sh's, each caller reading them in an order of its own, so that
+// the CPU caches miss as a server's do.
 func BenchmarkGetHit(b *testing.B) {
 	value := make([]byte, 1024)
 	ctx := context.Background()
-	b.Run("impl=ringcache", func(b *testing.B) {
-		g := newTestGroup(b, GroupConfig{TTL: 1 << 40}, func(context.Context, string) (Value, error) {
-			return Value{Data: value}, nil
-		})
-		if _, err := g.Get(ctx, "hot"); err != nil {
-			b.Fatal(err)
+	for _, n := range []int{1, 10000} {
+		keys := make([]string, n)
+		for i := range keys {
+			keys[i] = "key-" + strconv.Itoa(i)
 		}
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if _, err := g.Get(ctx, "hot"); err != nil {
-					b.Error(err)
-					return
+		// each runs a caller's get, from newGet, over the keys from every
+		// P, each caller starting at a key of its own and stepping by a
+		// prime, so that no two callers walk the keys in step.
+		each := func(b *testing.B, newGet func() func(key string) error) {
+			var callers atomic.Uint32
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				get := newGet()
+				i := int(callers.Add(1)) * 7919
+				for pb.Next() {
+					i += 4099
+					if err := get(keys[i%n]); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		// impl=ringcache-ttl has values that expire, which costs a hit a
+		// clock read; groupcache's never expire.
+		for _, ttl := range []time.Duration{0, time.Hour} {
+			impl := map[bool]string{false: "ringcache", true: "ringcache-ttl"}[ttl > 0]
+			b.Run(fmt.Sprintf("keys=%d/impl=%s", n, impl), func(b *testing.B) {
+				g := newTestGroup(b, GroupConfig{MaxBytes: 64 << 20, TTL: ttl}, func(context.Context, string) (Value, error) {
+					return Value{Data: value}, nil
+				})
+				for _, k := range keys {
+					if _, err := g.Get(ctx, k); err != nil {
+						b.Fatal(err)
+					}
+				}
+				each(b, func() func(string) error {
+					return func(key string) error {
+						_, err := g.Get(ctx, key)
+						return err
+					}
+				})
+				if st := g.Stats(); st.LocalLoads != int64(n) {
+					b.Fatalf("%d loads for %d keys: not every Get was a hit", st.LocalLoads, n)
+				}
+			})
+		}
+		b.Run(fmt.Sprintf("keys=%d/impl=groupcache", n), func(b *testing.B) {
+			g := newGroupcache(64<<20, value)
+			for _, k := range keys {
+				var v groupcache.ByteView
+				if err := g.Get(ctx, k, groupcache.ByteViewSink(&v)); err != nil {
+					b.Fatal(err)
 				}
 			}
-		})
-	})
-	b.Run("impl=groupcache", func(b *testing.B) {
-		g := newGroupcache(1<<20, value)
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			var v groupcache.ByteView
-			for pb.Next() {
-				if err := g.Get(ctx, "hot", groupcache.ByteViewSink(&v)); err != nil {
-					b.Error(err)
-					return
-				}
+			each(b, func() func(string) error {
+				var v groupcache.ByteView // one per caller, as a caller would keep
+				return func(key string) error { return g.Get(ctx, key, groupcache.ByteViewSink(&v)) }
+			})
+			if loads := g.Stats.LocalLoads.Get(); loads != int64(n) {
+				b.Fatalf("%d loads for %d keys: not every Get was a hit", loads, n)
 			}
 		})
-	})
+	}
 }
 
 // BenchmarkGetMiss reads distinct keys through a trivial Getter: a cache of

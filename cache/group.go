@@ -130,10 +130,15 @@ func (g *Group) Config() GroupConfig { return g.cfg }
 func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 	g.st.gets.Add(1)
 	if key == "" {
-		return g.result(Value{}, ErrBadKey)
+		g.count(ErrBadKey)
+		return Value{}, ErrBadKey
 	}
 	owner, remote := g.pick(key)
-	return g.result(g.serve(ctx, key, owner, remote, nil))
+	v, err := g.serve(ctx, key, owner, remote, nil)
+	if err != nil {
+		g.count(err)
+	}
+	return v, err
 }
 
 // getLocal is Get without asking any peer: the transport calls it for a
@@ -151,14 +156,19 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 	g.st.gets.Add(1)
 	g.st.peerGets.Add(1)
 	if key == "" {
-		return g.result(Value{}, ErrBadKey)
+		g.count(ErrBadKey)
+		return Value{}, ErrBadKey
 	}
 	_, remote := g.pick(key)
 	var hb *heartbeat
 	if beat != nil {
 		hb = &heartbeat{interval: interval, beat: beat}
 	}
-	return g.result(g.serve(ctx, key, nil, remote, hb))
+	v, err := g.serve(ctx, key, nil, remote, hb)
+	if err != nil {
+		g.count(err)
+	}
+	return v, err
 }
 
 // serve is Get and getLocal after the key's owner is known: owner is nil
@@ -168,10 +178,10 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 // only when the load fails.
 func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
 	var clk clock
-	e, ok := g.look(key, remote, &clk)
+	var e entry
 	var stale *entry
-	if ok {
-		if v, err, done := g.answer(key, e, remote, &clk); done {
+	if g.lookInto(key, remote, &clk, &e) {
+		if v, err, done := g.answer(key, &e, remote, &clk); done {
 			return v, err
 		}
 		stale = &e
@@ -189,7 +199,7 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 	if err != nil && stale != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) &&
 		time.Now().Before(stale.v.Expires.Add(g.sie(stale.v))) {
 		g.st.staleServed.Add(1)
-		return staleValue(*stale, time.Now()), nil
+		return staleValue(stale, time.Now()), nil
 	}
 	return v, err
 }
@@ -198,7 +208,7 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 // fresh, or stale within its stale-while-revalidate window (it starts the
 // revalidation). done is false when e is too stale. It reads clk only for
 // a value that expires.
-func (g *Group) answer(key string, e entry, remote bool, clk *clock) (v Value, err error, done bool) {
+func (g *Group) answer(key string, e *entry, remote bool, clk *clock) (v Value, err error, done bool) {
 	if e.v.Expires.IsZero() {
 		v, err = g.hit(e, remote)
 		return v, err, true
@@ -232,7 +242,7 @@ func (g *Group) sie(v Value) time.Duration {
 }
 
 // staleValue returns e's value marked stale, with its age at now.
-func staleValue(e entry, now time.Time) Value {
+func staleValue(e *entry, now time.Time) Value {
 	v := e.v
 	v.Stale = true
 	if e.loaded != 0 {
@@ -652,25 +662,27 @@ func (g *Group) checkSet(key string, v Value) error {
 // tenure for a main entry, the owner's contact lease for a hot copy. It may
 // be past its expiry, within its grace (stale).
 func (g *Group) look(key string, remote bool, clk *clock) (e entry, ok bool) {
+	ok = g.lookInto(key, remote, clk, &e)
+	return e, ok
+}
+
+// lookInto is look into the caller's entry (see lru.getInto); *e is
+// undefined when it reports false.
+func (g *Group) lookInto(key string, remote bool, clk *clock, e *entry) bool {
 	if !remote {
-		if e, ok = g.main.get(key, clk); !ok {
-			return entry{}, false
+		if !g.main.getInto(key, clk, e) {
+			return false
 		}
-		if term, held := g.term(); !held || e.stamp != term {
-			return entry{}, false
-		}
-		return e, true
+		term, held := g.term()
+		return held && e.stamp == term
 	}
-	if e, ok = g.hot.get(key, clk); !ok || !leaseHolds(&e, clk) {
-		return entry{}, false
-	}
-	return e, true
+	return g.hot.getInto(key, clk, e) && leaseHolds(e, clk)
 }
 
 // hit counts a caller's hit of e and returns what it holds.
-func (g *Group) hit(e entry, remote bool) (Value, error) {
+func (g *Group) hit(e *entry, remote bool) (Value, error) {
 	if e.notFound {
-		return Value{}, ErrNotFound // result counts it
+		return Value{}, ErrNotFound // count counts it
 	}
 	if remote {
 		g.st.hotHits.Add(1)
@@ -695,8 +707,8 @@ func (g *Group) lookup(key string, remote bool) (v Value, err error, ok bool) {
 	return e.v, nil, true
 }
 
-// result counts a Get's outcome and returns it.
-func (g *Group) result(v Value, err error) (Value, error) {
+// count counts a Get's failure, err (nil counts nothing).
+func (g *Group) count(err error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrNotFound):
@@ -706,7 +718,6 @@ func (g *Group) result(v Value, err error) (Value, error) {
 	default:
 		g.st.errors.Add(1)
 	}
-	return v, err
 }
 
 // heartbeat is getLocal's beat: called while a caller waits for a load.

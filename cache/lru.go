@@ -326,22 +326,27 @@ func (l *lru) lookup(h uint64, key string) int32 {
 	return id
 }
 
-// get returns key's entry and marks it recently used. An entry past its
-// expiry and grace at clk's now is dropped and reported missing; one within
-// its grace is returned (the caller tells it is stale by its expiry).
-func (l *lru) get(key string, clk *clock) (entry, bool) {
+// get returns key's entry as getInto finds it.
+func (l *lru) get(key string, clk *clock) (e entry, ok bool) {
+	ok = l.getInto(key, clk, &e)
+	return e, ok
+}
+
+// getInto sets *e to key's entry and marks it recently used. An entry past
+// its expiry and grace at clk's now is dropped and reported missing (false,
+// *e untouched); one within its grace is returned (the caller tells it is
+// stale by its expiry). A hit decodes into the caller's entry rather than
+// returning one: an entry is some 170 bytes, and a hit is short enough for
+// its copies to show. The clock is read, and the expiry tested, after the
+// lock is released: every hit of the group takes that lock, and a clock
+// read is as long as the rest of what it guards.
+func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 	h := l.hash(key)
 	l.mu.Lock()
 	id := l.lookup(h, key)
 	if id == noRecord {
 		l.mu.Unlock()
-		return entry{}, false
-	}
-	r := l.rec(id)
-	if r.flags&hasExpiry != 0 && l.clock(r, clk.now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(l.pages[r.page].buf, r)))) {
-		l.drop(id)
-		l.mu.Unlock()
-		return entry{}, false
+		return false
 	}
 	if id != l.head {
 		l.unlink(id)
@@ -349,7 +354,31 @@ func (l *lru) get(key string, clk *clock) (entry, bool) {
 	}
 	v := l.view(id)
 	l.mu.Unlock()
-	return l.decode(&v), true
+	if v.flags&hasExpiry != 0 && l.past(&v.rec, v.buf, clk.now()) {
+		l.dropExpired(h, key, clk.now())
+		return false
+	}
+	l.decode(&v, e)
+	return true
+}
+
+// past reports whether r, whose bytes are in buf, is past its expiry and
+// grace at now: no longer to be served, even stale.
+func (l *lru) past(r *rec, buf []byte, now time.Time) bool {
+	return r.flags&hasExpiry != 0 && l.clock(r, now) >= satAdd(r.exp, int64(max(l.staleGrace, graces(buf, r))))
+}
+
+// dropExpired drops key's entry, whose hash is h, if it is past its expiry
+// and grace at now. It looks the key up again: another caller may have
+// replaced the entry since it was read.
+func (l *lru) dropExpired(h uint64, key string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if id := l.lookup(h, key); id != noRecord {
+		if r := l.rec(id); l.past(r, l.pages[r.page].buf, now) {
+			l.drop(id)
+		}
+	}
 }
 
 // satAdd returns a+b for b >= 0, or math.MaxInt64 where that overflows.
@@ -382,9 +411,9 @@ func graces(buf []byte, r *rec) time.Duration {
 // decode returns the entry v shows. Its key, content type and Data are over
 // the lru's pages (or a large value's own allocation), shared with every
 // other reader.
-func (l *lru) decode(v *view) entry {
+func (l *lru) decode(v *view, e *entry) {
 	r := &v.rec
-	e := entry{size: r.size, stamp: r.stamp, loaded: r.loaded, src: v.src,
+	*e = entry{size: r.size, stamp: r.stamp, loaded: r.loaded, src: v.src,
 		notFound: r.flags&notFound != 0, fallback: r.flags&fallback != 0}
 	val := &e.v
 	off := int(r.klen)
@@ -412,7 +441,6 @@ func (l *lru) decode(v *view) entry {
 		val.Expires = l.base.Add(time.Duration(r.exp))
 	}
 	val.NoStore, val.Stale, val.Checksum = r.flags&noStore != 0, r.flags&stale != 0, r.checksum
-	return e
 }
 
 // guard is what a load read before it began: the key's write epoch and the
@@ -776,7 +804,9 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 	l.each(func(id int32, r *rec) bool {
 		if k := l.key(r); take(k) {
 			v := l.view(id)
-			out = append(out, keyed{k, l.decode(&v)})
+			var e entry
+			l.decode(&v, &e)
+			out = append(out, keyed{k, e})
 			l.drop(id)
 		}
 		return true
@@ -792,7 +822,9 @@ func (l *lru) newest(n int) []keyed {
 	out := make([]keyed, 0, min(int64(n), l.n))
 	for id := l.head; id != noRecord && len(out) < n; id = l.rec(id).prev {
 		v := l.view(id)
-		out = append(out, keyed{keyIn(v.buf, &v.rec), l.decode(&v)})
+		var e entry
+		l.decode(&v, &e)
+		out = append(out, keyed{keyIn(v.buf, &v.rec), e})
 	}
 	return out
 }
@@ -803,7 +835,9 @@ func (l *lru) entries() ([]string, []entry) {
 	keys, es := make([]string, 0, l.n), make([]entry, 0, l.n)
 	l.each(func(id int32, r *rec) bool {
 		v := l.view(id)
-		keys, es = append(keys, keyIn(v.buf, r)), append(es, l.decode(&v))
+		var e entry
+		l.decode(&v, &e)
+		keys, es = append(keys, keyIn(v.buf, r)), append(es, e)
 		return true
 	})
 	return keys, es

@@ -39,14 +39,14 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 	}
 	_, remote := g.pick(key)
 	var clk clock
-	e, found := g.look(key, remote, &clk)
-	if !found {
+	var e entry
+	if !g.lookInto(key, remote, &clk, &e) {
 		return Value{}, false, nil
 	}
 	if len(e.v.Data) > maxBytes {
 		return Value{}, false, nil
 	}
-	v, err, ok = g.answer(key, e, remote, &clk)
+	v, err, ok = g.answer(key, &e, remote, &clk)
 	if !ok {
 		return Value{}, false, nil
 	}
@@ -55,7 +55,7 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 		g.st.peerGets.Add(1)
 	}
 	if err != nil {
-		g.result(v, err) // counts the not-found
+		g.count(err) // the not-found
 	}
 	return v, true, err
 }

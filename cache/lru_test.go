@@ -219,6 +219,34 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 	}
 }
 
+// TestLRUDropExpiredKeepsAReplacement: a reader that found key's entry
+// expired drops it after releasing the lock, looking the key up again; an
+// entry written for the key in between is fresh and stays.
+func TestLRUDropExpiredKeepsAReplacement(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		l := newLRU(1 << 20)
+		now := time.Now()
+		old := Value{Data: []byte("old"), Expires: now.Add(time.Second)}
+		l.add("k", entry{v: old, size: entrySize("k", old)}, guard{})
+		later := now.Add(2 * time.Second)
+		// The reader saw the old entry expired at later; before it drops
+		// it, a writer replaces it.
+		fresh := Value{Data: []byte("new"), Expires: now.Add(time.Minute)}
+		l.add("k", entry{v: fresh, size: entrySize("k", fresh)}, guard{})
+		l.dropExpired(l.hash("k"), "k", later)
+		e, ok := l.get("k", &clock{later})
+		if !ok || string(e.v.Data) != "new" {
+			t.Fatalf("after dropExpired: %q, %v; want the replacement kept", e.v.Data, ok)
+		}
+		// Past the replacement's own expiry, it goes too.
+		l.dropExpired(l.hash("k"), "k", now.Add(2*time.Minute))
+		if b, n := l.usage(); b != 0 || n != 0 {
+			t.Fatalf("usage() = %d, %d after dropping the expired replacement, want 0, 0", b, n)
+		}
+	})
+}
+
 // TestLRUAccountingUnderConcurrency gets, adds and removes from 8
 // goroutines at once, so that entries are evicted and pages compacted and
 // dropped under the readers. The accounting holds at the end; every value

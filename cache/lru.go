@@ -408,7 +408,7 @@ func graces(buf []byte, r *rec) time.Duration {
 	return max(swr, sie)
 }
 
-// decode returns the entry v shows. Its key, content type and Data are over
+// decode sets *e to the entry v shows. Its key, content type and Data are over
 // the lru's pages (or a large value's own allocation), shared with every
 // other reader.
 func (l *lru) decode(v *view, e *entry) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,6 +200,74 @@ func BenchmarkPeerFetch(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkPeerFetchFromProcess is BenchmarkPeerFetch with the owner in a
+// process of its own, as peers run: a groupcache node as shipped
+// (testdata/gcpeer) holding 64 keys of 1 KiB, asked by ringcache's client
+// (the Pool as it is; it learns at the first answer that the peer does not
+// batch) and by groupcache's, in the same run. cpu-ns/op is then the
+// client's CPU alone. In BenchmarkPeerFetch both sides share one process and
+// its scheduler, which favours groupcache's client on serial fetches; here
+// the two clients are measured as a requester runs them.
+func BenchmarkPeerFetchFromProcess(b *testing.B) {
+	const size = 1 << 10
+	owner := startGroupcache(b, nil, "-size", strconv.Itoa(size))
+	pool, err := NewPool(Config{Self: "http://requester.invalid"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	if err := pool.Set(owner); err != nil {
+		b.Fatal(err)
+	}
+	var keys []string
+	for i := 0; len(keys) < 64; i++ {
+		if k := fmt.Sprint("key-", i); pool.Owner(k) == owner {
+			keys = append(keys, k)
+		}
+	}
+	want := func(key string) []byte {
+		v := []byte("gc:" + key)
+		return append(v, bytes.Repeat([]byte("."), size-len(v))...)
+	}
+	pe, ok := pool.PickPeer(keys[0])
+	if !ok {
+		b.Fatal("no peer owns the key")
+	}
+	ctx := b.Context()
+	for _, k := range keys { // the owner loads each once
+		if _, err := pe.Fetch(ctx, testGroup, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, parallel := range []bool{false, true} {
+		b.Run(fmt.Sprintf("parallel=%v/client=ringcache", parallel), func(b *testing.B) {
+			var next atomic.Uint32
+			fetches(b, size, parallel, func() error {
+				key := keys[next.Add(1)%uint32(len(keys))]
+				v, err := pe.Fetch(ctx, testGroup, key)
+				if err != nil || !bytes.Equal(v.Data, want(key)) {
+					return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
+				}
+				return nil
+			})
+		})
+		b.Run(fmt.Sprintf("parallel=%v/client=groupcache", parallel), func(b *testing.B) {
+			getter := groupcacheClient(owner)
+			b.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
+			var next atomic.Uint32
+			fetches(b, size, parallel, func() error {
+				key := keys[next.Add(1)%uint32(len(keys))]
+				req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &key}
+				var res groupcachepb.GetResponse
+				if err := getter.Get(ctx, req, &res); err != nil || !bytes.Equal(res.Value, want(key)) {
+					return fmt.Errorf("Get: %d bytes, %v", len(res.Value), err)
+				}
+				return nil
+			})
+		})
 	}
 }
 

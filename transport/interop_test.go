@@ -16,9 +16,10 @@ import (
 )
 
 // startGroupcache builds testdata/gcpeer (groupcache as shipped) and runs it
-// as a process of its own, a member of a ring with peers. It returns its
-// base URL; the process stops when the test ends.
-func startGroupcache(t *testing.T, peers []string) string {
+// as a process of its own, a member of a ring with peers, with gcpeer's
+// flags args besides. It returns its base URL; the process stops when the
+// test ends.
+func startGroupcache(t testing.TB, peers []string, args ...string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -29,7 +30,7 @@ func startGroupcache(t *testing.T, peers []string) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build gcpeer: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-peers", strings.Join(peers, ","), "-group", testGroup)
+	cmd := exec.Command(bin, append([]string{"-peers", strings.Join(peers, ","), "-group", testGroup}, args...)...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

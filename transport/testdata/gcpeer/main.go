@@ -10,7 +10,8 @@
 //	/loads                the keys its getter loaded, one per line (escaped)
 //
 // Its getter returns "gc:" + key, so a reader can tell which side loaded a
-// value. It stops on SIGTERM, SIGINT or when stdin closes.
+// value; with -size N, that padded with '.' to N bytes (for benchmarks). It
+// stops on SIGTERM, SIGINT or when stdin closes.
 package main
 
 import (
@@ -38,6 +39,7 @@ func main() {
 	group := flag.String("group", "g", "group name")
 	base := flag.String("base", "/_groupcache/", "peer base path")
 	replicas := flag.Int("replicas", 50, "ring replicas")
+	size := flag.Int("size", 0, "pad each value with '.' to this many bytes")
 	flag.Parse()
 
 	ln, err := net.Listen("tcp", *addr)
@@ -62,7 +64,11 @@ func main() {
 			if strings.HasPrefix(key, "slow-") {
 				time.Sleep(300 * time.Millisecond) // holds a peer's fetch in flight
 			}
-			return dest.SetString("gc:" + key)
+			v := "gc:" + key
+			if pad := *size - len(v); pad > 0 {
+				v += strings.Repeat(".", pad)
+			}
+			return dest.SetString(v)
 		}))
 
 	mux := http.NewServeMux()

@@ -157,22 +157,8 @@ func BenchmarkPeerFetch(b *testing.B) {
 					if err := pool.Set(o.url); err != nil {
 						b.Fatal(err)
 					}
-					var keys []string
-					for i := 0; len(keys) < 64; i++ {
-						if k := fmt.Sprint(o.key, i); pool.Owner(k) == o.url {
-							keys = append(keys, k) // the owner's origin serves any key
-						}
-					}
-					pe, ok := pool.PickPeer(keys[0])
-					if !ok {
-						b.Fatal("no peer owns the key")
-					}
+					pe, keys := warmKeys(b, pool, o.url, o.key) // the owner's origin serves any key
 					ctx := b.Context()
-					for _, k := range keys { // the owner loads each once
-						if _, err := pe.Fetch(ctx, testGroup, k); err != nil {
-							b.Fatal(err)
-						}
-					}
 					var next atomic.Uint32
 					fetches(b, size, parallel, func() error {
 						key := keys[next.Add(1)%uint32(len(keys))]
@@ -222,26 +208,12 @@ func BenchmarkPeerFetchFromProcess(b *testing.B) {
 	if err := pool.Set(owner); err != nil {
 		b.Fatal(err)
 	}
-	var keys []string
-	for i := 0; len(keys) < 64; i++ {
-		if k := fmt.Sprint("key-", i); pool.Owner(k) == owner {
-			keys = append(keys, k)
-		}
-	}
+	pe, keys := warmKeys(b, pool, owner, "key-")
 	want := func(key string) []byte {
 		v := []byte("gc:" + key)
 		return append(v, bytes.Repeat([]byte("."), size-len(v))...)
 	}
-	pe, ok := pool.PickPeer(keys[0])
-	if !ok {
-		b.Fatal("no peer owns the key")
-	}
 	ctx := b.Context()
-	for _, k := range keys { // the owner loads each once
-		if _, err := pe.Fetch(ctx, testGroup, k); err != nil {
-			b.Fatal(err)
-		}
-	}
 	for _, parallel := range []bool{false, true} {
 		b.Run(fmt.Sprintf("parallel=%v/client=ringcache", parallel), func(b *testing.B) {
 			var next atomic.Uint32
@@ -269,6 +241,28 @@ func BenchmarkPeerFetchFromProcess(b *testing.B) {
 			})
 		})
 	}
+}
+
+// warmKeys returns the peer of owner in pool and 64 keys (prefix and a
+// number) that owner owns by pool's ring, each fetched once so that the
+// owner holds it.
+func warmKeys(b *testing.B, pool *Pool, owner, prefix string) (cache.Peer, []string) {
+	var keys []string
+	for i := 0; len(keys) < 64; i++ {
+		if k := fmt.Sprint(prefix, i); pool.Owner(k) == owner {
+			keys = append(keys, k)
+		}
+	}
+	pe, ok := pool.PickPeer(keys[0])
+	if !ok {
+		b.Fatal("no peer owns the key")
+	}
+	for _, k := range keys {
+		if _, err := pe.Fetch(b.Context(), testGroup, k); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return pe, keys
 }
 
 // groupcache's HTTPPool can be made once per process; the benchmark points

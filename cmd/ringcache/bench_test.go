@@ -25,7 +25,8 @@ func benchJSON(t *testing.T, r result) benchReport {
 
 func TestBenchDemoGet(t *testing.T) {
 	urls := devCluster(t)
-	r := cli(t, "", urlEnv(urls...), "bench", "-n", "600", "-c", "6", "-keys", "100", "-key-prefix", "bg-", "-o", "json", "-q")
+	prefix := freshPrefix("bg-")
+	r := cli(t, "", urlEnv(urls...), "bench", "-n", "600", "-c", "6", "-keys", "100", "-key-prefix", prefix, "-o", "json", "-q")
 	if r.err != nil {
 		t.Fatalf("bench: %v\n%s", r.err, r.stderr)
 	}
@@ -48,7 +49,7 @@ func TestBenchDemoGet(t *testing.T) {
 		t.Errorf("client hit ratio %v, want %v", c.ClientHitRatio, want)
 	}
 	// Again: every key cached, no origin load at all.
-	r = cli(t, "", urlEnv(urls...), "bench", "-n", "300", "-c", "3", "-keys", "100", "-key-prefix", "bg-", "-o", "json", "-q")
+	r = cli(t, "", urlEnv(urls...), "bench", "-n", "300", "-c", "3", "-keys", "100", "-key-prefix", prefix, "-o", "json", "-q")
 	if rep := benchJSON(t, r); r.err != nil || rep.Cluster.OriginLoads != rep.Cluster.PeerErrors {
 		t.Errorf("second run: %v, cluster %+v", r.err, rep.Cluster)
 	}

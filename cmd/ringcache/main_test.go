@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -186,6 +187,16 @@ func devCluster(t *testing.T) []string {
 		t.Fatalf("dev cluster printed %d node URLs, want 3:\n%s", len(dev.urls), dev.out.String())
 	}
 	return dev.urls
+}
+
+// freshKeys numbers freshPrefix's prefixes.
+var freshKeys atomic.Int64
+
+// freshPrefix returns prefix made unique to this call: the dev cluster
+// lives as long as the test binary, so keys a test counts on being new
+// (never loaded) must be new again when -count runs the test again.
+func freshPrefix(prefix string) string {
+	return fmt.Sprintf("%s%d-", prefix, freshKeys.Add(1))
 }
 
 // usesDev reports whether env points the tool at the dev cluster.

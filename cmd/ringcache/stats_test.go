@@ -26,9 +26,10 @@ func TestStatsCountsGets(t *testing.T) {
 	// 30 new keys, each read twice through the first node: 30 origin
 	// loads cluster-wide, and the second reads are hits.
 	const n = 30
+	prefix := freshPrefix("stats-")
 	for round := range 2 {
 		for i := range n {
-			if r := cli(t, "", urlEnv(urls[0]), "get", fmt.Sprintf("stats-%d", i)); r.err != nil {
+			if r := cli(t, "", urlEnv(urls[0]), "get", fmt.Sprint(prefix, i)); r.err != nil {
 				t.Fatalf("round %d: %v", round, r.err)
 			}
 		}

@@ -209,9 +209,10 @@ func BenchmarkPeerFetchFromProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	pe, keys := warmKeys(b, pool, owner, "key-")
-	want := func(key string) []byte {
-		v := []byte("gc:" + key)
-		return append(v, bytes.Repeat([]byte("."), size-len(v))...)
+	wants := make(map[string][]byte, len(keys)) // gcpeer's values, made before the clock runs
+	for _, k := range keys {
+		v := []byte("gc:" + k)
+		wants[k] = append(v, bytes.Repeat([]byte("."), size-len(v))...)
 	}
 	ctx := b.Context()
 	for _, parallel := range []bool{false, true} {
@@ -220,7 +221,7 @@ func BenchmarkPeerFetchFromProcess(b *testing.B) {
 			fetches(b, size, parallel, func() error {
 				key := keys[next.Add(1)%uint32(len(keys))]
 				v, err := pe.Fetch(ctx, testGroup, key)
-				if err != nil || !bytes.Equal(v.Data, want(key)) {
+				if err != nil || !bytes.Equal(v.Data, wants[key]) {
 					return fmt.Errorf("Fetch: %d bytes, %v", len(v.Data), err)
 				}
 				return nil
@@ -234,7 +235,7 @@ func BenchmarkPeerFetchFromProcess(b *testing.B) {
 				key := keys[next.Add(1)%uint32(len(keys))]
 				req := &groupcachepb.GetRequest{Group: new(testGroup), Key: &key}
 				var res groupcachepb.GetResponse
-				if err := getter.Get(ctx, req, &res); err != nil || !bytes.Equal(res.Value, want(key)) {
+				if err := getter.Get(ctx, req, &res); err != nil || !bytes.Equal(res.Value, wants[key]) {
 					return fmt.Errorf("Get: %d bytes, %v", len(res.Value), err)
 				}
 				return nil

@@ -88,7 +88,10 @@ func TestJoinTakesKeysWarm(t *testing.T) {
 	warm(t, c, []*testNode{joiner}, keys)
 	taken, given := handoffStats(nodes)
 	t.Logf("%d of %d keys moved to the joiner: %d origin loads, %d taken over", moved, len(keys), loads.count()-before, taken)
-	if moved < len(keys)/8 {
+	// The joiner's share depends on where its port's URL lands on the
+	// test ring (crc32, 50 points a node): from under a tenth to over a
+	// third. A twentieth is enough for the test to mean something.
+	if moved < len(keys)/20 {
 		t.Fatalf("only %d keys moved", moved)
 	}
 	if extra := loads.count() - before; extra != 0 || taken != int64(moved) || given != int64(moved) {

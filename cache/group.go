@@ -180,7 +180,7 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, 
 	var clk clock
 	var e entry
 	var stale *entry
-	if g.lookInto(key, remote, &clk, &e) {
+	if g.look(key, remote, &clk, &e) {
 		if v, err, done := g.answer(key, &e, remote, &clk); done {
 			return v, err
 		}
@@ -656,19 +656,13 @@ func (g *Group) checkSet(key string, v Value) error {
 	return nil
 }
 
-// look returns key's entry from the main cache if this node owns it (remote
-// is false), else from the hot cache; ok is false on a miss. An entry is
-// returned only while what it was stored under still holds: the node's
-// tenure for a main entry, the owner's contact lease for a hot copy. It may
-// be past its expiry, within its grace (stale).
-func (g *Group) look(key string, remote bool, clk *clock) (e entry, ok bool) {
-	ok = g.lookInto(key, remote, clk, &e)
-	return e, ok
-}
-
-// lookInto is look into the caller's entry (see lru.getInto); *e is
-// undefined when it reports false.
-func (g *Group) lookInto(key string, remote bool, clk *clock, e *entry) bool {
+// look sets *e to key's entry from the main cache if this node owns it
+// (remote is false), else from the hot cache, and reports false on a miss
+// (*e is then undefined). An entry is found only while what it was stored
+// under still holds: the node's tenure for a main entry, the owner's
+// contact lease for a hot copy. It may be past its expiry, within its grace
+// (stale). It decodes into the caller's entry, as lru.getInto does.
+func (g *Group) look(key string, remote bool, clk *clock, e *entry) bool {
 	if !remote {
 		if !g.main.getInto(key, clk, e) {
 			return false
@@ -697,8 +691,8 @@ func (g *Group) hit(e *entry, remote bool) (Value, error) {
 // a stale entry.
 func (g *Group) lookup(key string, remote bool) (v Value, err error, ok bool) {
 	var clk clock
-	e, ok := g.look(key, remote, &clk)
-	if !ok || !e.v.Expires.IsZero() && !clk.now().Before(e.v.Expires) {
+	var e entry
+	if !g.look(key, remote, &clk, &e) || !e.v.Expires.IsZero() && !clk.now().Before(e.v.Expires) {
 		return Value{}, nil, false
 	}
 	if e.notFound {

@@ -336,7 +336,7 @@ func (l *lru) get(key string, clk *clock) (e entry, ok bool) {
 // its expiry and grace at clk's now is dropped and reported missing (false,
 // *e untouched); one within its grace is returned (the caller tells it is
 // stale by its expiry). A hit decodes into the caller's entry rather than
-// returning one: an entry is some 170 bytes, and a hit is short enough for
+// returning one: an entry is 152 bytes, and a hit is short enough for
 // its copies to show. The clock is read, and the expiry tested, after the
 // lock is released: every hit of the group takes that lock, and a clock
 // read is as long as the rest of what it guards.
@@ -354,8 +354,8 @@ func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 	}
 	v := l.view(id)
 	l.mu.Unlock()
-	if v.flags&hasExpiry != 0 && l.past(&v.rec, v.buf, clk.now()) {
-		l.dropExpired(h, key, clk.now())
+	if l.past(&v.rec, v.buf, clk) {
+		l.dropExpired(h, key, clk)
 		return false
 	}
 	l.decode(&v, e)
@@ -363,19 +363,20 @@ func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 }
 
 // past reports whether r, whose bytes are in buf, is past its expiry and
-// grace at now: no longer to be served, even stale.
-func (l *lru) past(r *rec, buf []byte, now time.Time) bool {
-	return r.flags&hasExpiry != 0 && l.clock(r, now) >= satAdd(r.exp, int64(max(l.staleGrace, graces(buf, r))))
+// grace at clk's now: no longer to be served, even stale. It reads clk only
+// for an entry that expires.
+func (l *lru) past(r *rec, buf []byte, clk *clock) bool {
+	return r.flags&hasExpiry != 0 && l.clock(r, clk.now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(buf, r))))
 }
 
 // dropExpired drops key's entry, whose hash is h, if it is past its expiry
-// and grace at now. It looks the key up again: another caller may have
-// replaced the entry since it was read.
-func (l *lru) dropExpired(h uint64, key string, now time.Time) {
+// and grace at clk's now. It looks the key up again: another caller may
+// have replaced the entry since it was read.
+func (l *lru) dropExpired(h uint64, key string, clk *clock) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if id := l.lookup(h, key); id != noRecord {
-		if r := l.rec(id); l.past(r, l.pages[r.page].buf, now) {
+		if r := l.rec(id); l.past(r, l.pages[r.page].buf, clk) {
 			l.drop(id)
 		}
 	}

@@ -234,13 +234,13 @@ func TestLRUDropExpiredKeepsAReplacement(t *testing.T) {
 		// it, a writer replaces it.
 		fresh := Value{Data: []byte("new"), Expires: now.Add(time.Minute)}
 		l.add("k", entry{v: fresh, size: entrySize("k", fresh)}, guard{})
-		l.dropExpired(l.hash("k"), "k", later)
+		l.dropExpired(l.hash("k"), "k", &clock{later})
 		e, ok := l.get("k", &clock{later})
 		if !ok || string(e.v.Data) != "new" {
 			t.Fatalf("after dropExpired: %q, %v; want the replacement kept", e.v.Data, ok)
 		}
 		// Past the replacement's own expiry, it goes too.
-		l.dropExpired(l.hash("k"), "k", now.Add(2*time.Minute))
+		l.dropExpired(l.hash("k"), "k", &clock{now.Add(2 * time.Minute)})
 		if b, n := l.usage(); b != 0 || n != 0 {
 			t.Fatalf("usage() = %d, %d after dropping the expired replacement, want 0, 0", b, n)
 		}

@@ -13,8 +13,8 @@ import "math"
 func (g *Group) Cached(key string) bool {
 	_, remote := g.pick(key)
 	var clk clock
-	e, ok := g.look(key, remote, &clk)
-	if !ok {
+	var e entry
+	if !g.look(key, remote, &clk, &e) {
 		return false
 	}
 	return e.v.Expires.IsZero() || clk.now().Before(e.v.Expires.Add(g.swr(e.v)))
@@ -40,7 +40,7 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 	_, remote := g.pick(key)
 	var clk clock
 	var e entry
-	if !g.lookInto(key, remote, &clk, &e) {
+	if !g.look(key, remote, &clk, &e) {
 		return Value{}, false, nil
 	}
 	if len(e.v.Data) > maxBytes {

@@ -138,11 +138,6 @@ func appendValueHead(b []byte, i int, v cache.Value) []byte {
 	return binary.AppendUvarint(b, uint64(len(v.Data)))
 }
 
-// appendValueFrame appends key i's value frame.
-func appendValueFrame(b []byte, i int, v cache.Value) []byte {
-	return append(appendValueHead(b, i, v), v.Data...)
-}
-
 // batchResult is one key's answer in a batch. final is false when the key
 // must be fetched alone.
 type batchResult struct {

@@ -526,3 +526,9 @@ func TestCoalescedCopiesUnderAPausedHolder(t *testing.T) {
 	mustRead(t, c, holder, keys[0], "v2")
 	mustRead(t, c, holder, keys[1], "v1")
 }
+
+// appendValueFrame appends key i's value frame whole, as serveBatch writes
+// it in two parts (appendValueHead, then the value's bytes).
+func appendValueFrame(b []byte, i int, v cache.Value) []byte {
+	return append(appendValueHead(b, i, v), v.Data...)
+}

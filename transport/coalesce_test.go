@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -251,6 +253,80 @@ func TestCoalescedHotCopiesFollowWrites(t *testing.T) {
 		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
 			t.Fatalf("PUT %s = %d %q, unreached %q", k, r.status, r.body, r.header.Get(HeaderUnreached))
 		}
+		mustRead(t, c, asker, k, "new")
+	}
+}
+
+// TestWriteRacingABatchAnswer: a write at the owner that lands while a batch
+// answer with the old values is on its way to the asker (the owner has
+// answered; the asker has not read it) must not leave the old values behind
+// as the asker's copies. The reads that overlapped the write may return
+// either value; every read after it returns the new one. The owner's batch
+// answers are held back until the writes have returned.
+func TestWriteRacingABatchAnswer(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	nodes, _ := newCluster(t, 2, clusterOpts{
+		pool: ops.pool(nil),
+		wrapPeer: func(i int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				time.Sleep(2 * time.Millisecond) // fetches overlap: the later ones batch
+				if i != 1 || r.Method != http.MethodPost || !strings.Contains(r.URL.Path, batchRoute) {
+					h.ServeHTTP(w, r)
+					return
+				}
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r) // answered now, from the old values
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+				maps.Copy(w.Header(), rec.Header())
+				w.WriteHeader(rec.Code)
+				w.Write(rec.Body.Bytes())
+			})
+		},
+	})
+	c := testClient(t)
+	asker, own := nodes[0], nodes[1]
+	var keys []string
+	for i := range 40 {
+		k := keyOf(t, nodes, own, fmt.Sprintf("race%d-", i))
+		keys = append(keys, k)
+		if r := put(t, c, own, k, "old"); r.status != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d %q", k, r.status, r.body)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			r, err := do(t, c, http.MethodGet, publicURL(asker.url, testGroup, k), nil)
+			if err != nil || r.status != http.StatusOK || r.body != "old" && r.body != "new" {
+				t.Errorf("GET %s during the write = %d %q %v", k, r.status, r.body, err)
+			}
+		})
+	}
+	select {
+	case <-held:
+	case <-time.After(5 * time.Second):
+		close(release)
+		wg.Wait()
+		t.Fatal("no batch reached the owner")
+	}
+	for _, k := range keys {
+		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent {
+			t.Errorf("PUT %s = %d %q", k, r.status, r.body)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if n, _ := ops.count("batch"); n == 0 {
+		t.Fatal("no batch was sent")
+	}
+	for _, k := range keys {
 		mustRead(t, c, asker, k, "new")
 	}
 }

@@ -249,4 +249,21 @@ type GroupConfig struct {
 	// from the hot cache (never longer than the value's own Expires), so
 	// that a Set at the owner reaches every node within HotTTL. If zero, 1m.
 	HotTTL time.Duration
+
+	// MaxLoads bounds the origin loads this node runs for the group at
+	// once, so that a burst of misses (a cold start, a scan, one client
+	// walking random keys) reaches the origin as at most MaxLoads
+	// concurrent requests per node. Loads beyond it wait in a queue; hits,
+	// fetches from peers and callers that join a load in flight never do.
+	// If zero, DefaultMaxLoads; negative: no bound.
+	MaxLoads int
+	// LoadQueue is how many loads may wait for a slot. When it is full, the
+	// newest load of the caller (WithCaller) with the most loads waiting
+	// fails with ErrOverloaded, so that one heavy caller cannot starve the
+	// others; freed slots go to the callers in turn. If zero,
+	// DefaultLoadQueue; negative: none wait (shed at once).
+	LoadQueue int
+	// LoadQueueWait bounds a load's wait in the queue; past it the load
+	// fails with ErrOverloaded. If zero, DefaultLoadQueueWait.
+	LoadQueueWait time.Duration
 }

@@ -15,6 +15,17 @@ const (
 	DefaultHotWindow     = 10 * time.Second
 	DefaultHotTTL        = time.Minute
 	DefaultErrorTTL      = time.Second
+
+	// DefaultMaxLoads is a group's bound on concurrent origin loads per
+	// node: a pool size a database takes without trouble, and at a 1 ms
+	// origin far more loads a second than one node's two cores can serve.
+	DefaultMaxLoads = 64
+	// DefaultLoadQueue is how many loads may wait beyond MaxLoads: a cold
+	// fill by thousands of connections at once waits rather than fails.
+	DefaultLoadQueue = 4096
+	// DefaultLoadQueueWait bounds a queued load's wait, well under a
+	// client's usual timeout so that it learns to back off (503) in time.
+	DefaultLoadQueueWait = 5 * time.Second
 )
 
 // Validate reports whether NewGroup would accept c: nil, or a *ConfigError
@@ -46,6 +57,7 @@ func (c GroupConfig) Validate() error {
 		{"TTL", c.TTL}, {"NotFoundTTL", c.NotFoundTTL}, {"LoadTimeout", c.LoadTimeout},
 		{"FallbackTTL", c.FallbackTTL}, {"HotWindow", c.HotWindow}, {"HotTTL", c.HotTTL},
 		{"StaleWhileRevalidate", c.StaleWhileRevalidate}, {"StaleIfError", c.StaleIfError},
+		{"LoadQueueWait", c.LoadQueueWait},
 	} {
 		if d.v < 0 {
 			return bad(d.field, "%v: must not be negative", d.v)
@@ -68,5 +80,8 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	c.HotWindow = cmp.Or(c.HotWindow, DefaultHotWindow)
 	c.HotTTL = cmp.Or(c.HotTTL, DefaultHotTTL)
 	c.ErrorTTL = cmp.Or(c.ErrorTTL, DefaultErrorTTL)
+	c.MaxLoads = cmp.Or(c.MaxLoads, DefaultMaxLoads)
+	c.LoadQueue = cmp.Or(c.LoadQueue, DefaultLoadQueue)
+	c.LoadQueueWait = cmp.Or(c.LoadQueueWait, DefaultLoadQueueWait)
 	return c, nil
 }

@@ -44,6 +44,13 @@ var (
 	// so that a caller can tell "the origin failed" from "the key is absent".
 	// A deadline is reported as context.DeadlineExceeded as well.
 	ErrLoad = errors.New("cache: load failed")
+
+	// ErrOverloaded is returned by Get when the key had to be loaded from
+	// the origin and the group's load queue shed it (GroupConfig.MaxLoads,
+	// LoadQueue, LoadQueueWait): the origin is busy, retry in a moment. It
+	// is not remembered as a failure, and a value within its
+	// stale-if-error window is served instead.
+	ErrOverloaded = errors.New("cache: origin overloaded")
 )
 
 // A ConfigError reports the field of a GroupConfig that Validate refused,

@@ -63,9 +63,11 @@ type Group struct {
 	written   map[string]struct{} // guarded by writtenMu; nil: overflowed
 	snap      [epochStripes]atomic.Uint64
 
-	failed failures // origin loads that just failed
+	failed failures  // origin loads that just failed
+	gate   *loadGate // bounds concurrent origin loads; nil: no bound
 
 	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
+	shedWarned atomic.Int64 // Unix nanoseconds of the last shed-load log line
 
 	st counters
 }
@@ -82,6 +84,7 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		hot:     newLRU(hotBytes),
 		handoff: newLRU(cfg.MaxBytes - hotBytes),
 		seed:    maphash.MakeSeed(),
+		gate:    newLoadGate(cfg),
 	}
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
@@ -801,6 +804,21 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			return v, nil
 		}
 	}
+	// The slot is taken after every way to answer without the origin: a
+	// shed load costs the origin nothing. The wait is the load's, not a
+	// caller's: one caller leaving does not shed it for the others.
+	release, err := g.gate.acquire(context.WithoutCancel(ctx), g.cfg.Name, CallerOf(ctx))
+	if err != nil {
+		// Shedding comes in bursts: one line a second (Stats counts all).
+		if now, last := time.Now().UnixNano(), g.shedWarned.Load(); now-last >= int64(time.Second) &&
+			g.shedWarned.CompareAndSwap(last, now) {
+			running, waiting := g.gate.usage()
+			g.log.Warn("cache: origin load shed", "group", g.cfg.Name, "key", key, "running", running, "waiting", waiting,
+				"shed_total", g.gate.shed.Load(), "err", err)
+		}
+		return Value{}, err
+	}
+	defer release()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
 	defer cancel()
 	g.st.localLoads.Add(1)
@@ -878,9 +896,11 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 		g.st.peerLoads.Add(1)
 		g.keepHot(key, v, peer, gd)
 		return v, nil
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey):
-		// The owner answered: its origin has no such key, or failed. Loading
-		// here too would only double the load on a failing origin.
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
+		errors.Is(err, ErrOverloaded):
+		// The owner answered: its origin has no such key, or failed, or is
+		// too busy to load it now. Loading here too would only add to the
+		// load on an origin that is failing or busy.
 		return Value{}, err
 	}
 	g.st.peerErrors.Add(1)

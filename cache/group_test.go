@@ -74,6 +74,7 @@ func TestGroupConfigDefaults(t *testing.T) {
 		Name: "g", MaxBytes: 8000, HotBytes: 1000,
 		LoadTimeout: 30 * time.Second, MaxValueBytes: 1 << 20, FallbackTTL: 5 * time.Second, ErrorTTL: time.Second,
 		HotAfter: 3, HotWindow: 10 * time.Second, HotTTL: time.Minute,
+		MaxLoads: 64, LoadQueue: 4096, LoadQueueWait: 5 * time.Second,
 	}
 	got.Getter = nil // a func: not comparable
 	if got != want {

@@ -21,6 +21,10 @@ type Stats struct {
 	HandoffsTaken int64 // values of keys that moved here taken from their previous owner (fetched or adopted) instead of loaded
 	HandoffsGiven int64 // values of keys that moved away handed to their new owner
 	StaleServed   int64 // values served past their expiry (stale-while-revalidate or stale-if-error)
+	LoadsRunning  int64 // origin loads running now (at most MaxLoads)
+	LoadsWaiting  int64 // origin loads waiting for a slot now (at most LoadQueue)
+	LoadsQueued   int64 // origin loads that had to wait for a slot, granted or not
+	LoadsShed     int64 // origin loads refused with ErrOverloaded
 	MainBytes     int64 // bytes in the main cache: keys, values and per-entry overhead
 	MainItems     int64 // entries in the main cache (remembered not-founds included)
 	HotBytes      int64 // bytes in the hot cache
@@ -61,6 +65,11 @@ func (g *Group) Stats() Stats {
 		HandoffsTaken: g.st.handoffsTaken.Load(),
 		HandoffsGiven: g.st.handoffsGiven.Load(),
 		StaleServed:   g.st.staleServed.Load(),
+	}
+	running, waiting := g.gate.usage()
+	s.LoadsRunning, s.LoadsWaiting = int64(running), int64(waiting)
+	if g.gate != nil {
+		s.LoadsQueued, s.LoadsShed = g.gate.queued.Load(), g.gate.shed.Load()
 	}
 	s.MainBytes, s.MainItems = g.main.usage()
 	s.HotBytes, s.HotItems = g.hot.usage()

@@ -303,7 +303,7 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			var hc HandlerConfig
 			var err error
 			if bc.limits {
-				if hc.Clients, err = NewClientLimiter(DefaultClientLimits); err != nil {
+				if hc.Clients, err = NewClientLimiter(exampleClientLimits); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -26,7 +26,7 @@ func BenchmarkPublicGuards(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	limits, err := NewClientLimiter(DefaultClientLimits)
+	limits, err := NewClientLimiter(exampleClientLimits)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -50,8 +50,10 @@ type HandlerConfig struct {
 // (with a Bearer challenge) or 403 when HandlerConfig.Auth refuses the
 // request, 404 for an unknown group or a key the origin does not have, 405
 // (with Allow), 413 for a value over the group's MaxValueBytes, 429 (with
-// Retry-After) for a miss over HandlerConfig.Clients' bounds, 502 when the
-// origin fails, 504 when it times out.
+// Retry-After) for a miss over HandlerConfig.Clients' bounds (none by
+// default), 502 when the origin fails, 503 (with Retry-After) when the
+// group's load queue sheds the miss (cache.ErrOverloaded), 504 when the
+// origin times out.
 //
 // The key is the rest of the path after the group, unescaped once, so it may
 // contain "/" and, percent-encoded, any byte. Escape "/" as %2F where the key
@@ -189,7 +191,10 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 				}
 				defer release()
 			}
-			v, err = g.Get(ctx, key)
+			// A miss may load from the origin: the group's load queue
+			// shares its slots between clients, a client being its
+			// address as for Clients.
+			v, err = g.Get(cache.WithCaller(ctx, clientKey(r.RemoteAddr).String()), key)
 		}
 		if err != nil {
 			h.fail(w, r, name, key, err)

@@ -15,30 +15,20 @@ import (
 // MaxIdleConnsPerHost each) and clients with keep-alive pools need.
 const DefaultMaxConns = 4096
 
-// PerClientShare and DefaultMaxPerClient set a listener's default cap on
-// one client's connections: 1/PerClientShare of the listener's cap, so that
-// it takes that many addresses to fill the listener, but at least
-// DefaultMaxIdleConnsPerHost, the idle connections a peer's client keeps to
-// a node, so that a peer's pool always fits, and at most the listener's cap.
-// With DefaultMaxConns that is 512.
-const PerClientShare = 8
-
-// DefaultMaxPerClient returns the default per-client cap of a listener
-// capped at maxConns.
-func DefaultMaxPerClient(maxConns int) int {
-	return min(maxConns, max(maxConns/PerClientShare, DefaultMaxIdleConnsPerHost))
-}
-
 // LimitConfig bounds the connections a LimitListener keeps open.
 type LimitConfig struct {
 	// Max is how many connections the listener may have open at once; it
 	// must be > 0.
 	Max int
 	// MaxPerClient is how many of them one client may have: an IPv4
-	// address or an IPv6 /64, the client a ClientLimiter counts. If zero,
-	// DefaultMaxPerClient(Max); negative: no per-client cap. Everything
-	// behind one address shares it: the clients of a reverse proxy or a
-	// NAT, and a peer's pool when peers reach this listener.
+	// address or an IPv6 /64, the client a ClientLimiter counts. If zero or
+	// negative, no per-client cap: one address is often a whole
+	// application (a connection pool, a reverse proxy, a NAT, a
+	// Kubernetes node), and everything behind it shares the cap, a peer's
+	// pool included when peers reach this listener. Set it on a listener
+	// that faces clients you do not run, at several times the connections
+	// one of your own instances opens (and at least
+	// DefaultMaxIdleConnsPerHost where peers share the listener).
 	MaxPerClient int
 	// PlainHTTP makes a refused connection get a 503 before it is closed.
 	// Leave it false for a listener whose connections speak TLS, where
@@ -89,9 +79,6 @@ func NewLimitListener(ln net.Listener, cfg LimitConfig) (*LimitListener, error) 
 		return nil, err
 	}
 	l := &LimitListener{Listener: ln, max: int64(cfg.Max), perCli: cfg.MaxPerClient}
-	if l.perCli == 0 {
-		l.perCli = DefaultMaxPerClient(cfg.Max)
-	}
 	if l.perCli > 0 {
 		// The miss limiter's in-flight count is exactly a count of open
 		// connections per client, with the same notion of a client; without
@@ -201,7 +188,16 @@ func (c *limitedConn) CloseWrite() error {
 
 // ClientLimitConfig bounds, per client address, the public requests that
 // miss the cache and may so reach the origin (through the key's owner). A
-// zero field sets no bound of its kind.
+// zero field sets no bound of its kind, and the zero config none at all.
+//
+// No bound is the right default: a miss of a key that a peer owns counts
+// as one even when the peer has the value, and one address is often a
+// whole application, so a bound low enough to matter refuses legitimate
+// traffic. What protects the origin is each group's load bound
+// (cache.GroupConfig.MaxLoads), which queues and sheds loads by fair
+// share. Per-client bounds are for a node that faces clients you do not
+// run, as a first line against one of them: say 32 in flight and 500 a
+// second, with every client of a proxy counted as the proxy.
 type ClientLimitConfig struct {
 	// MaxMisses is how many such requests one client may have in flight.
 	MaxMisses int
@@ -212,11 +208,6 @@ type ClientLimitConfig struct {
 	// (at least 1).
 	MissBurst int
 }
-
-// DefaultClientLimits are the daemon's per-client bounds: far above what
-// one application instance warming its keys needs, far below what would let
-// one client make an owner load thousands of distinct keys per second.
-var DefaultClientLimits = ClientLimitConfig{MaxMisses: 32, MissRate: 500, MissBurst: 1000}
 
 // ClientLimiter enforces a ClientLimitConfig. A client is its IP address;
 // an IPv6 client is its /64, the block one host usually holds, so that

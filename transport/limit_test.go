@@ -208,9 +208,7 @@ func TestNewLimitListener(t *testing.T) {
 		name                 string
 		max, perClient, want int
 	}{
-		{"default of the daemon's cap", DefaultMaxConns, 0, DefaultMaxConns / PerClientShare},
-		{"default at least a peer's pool", 256, 0, DefaultMaxIdleConnsPerHost},
-		{"default at most the cap", 10, 0, 10},
+		{"none by default", DefaultMaxConns, 0, 0},
 		{"given", DefaultMaxConns, 7, 7},
 		{"given above the cap", 10, 20, 20},
 		{"off", DefaultMaxConns, -1, 0},
@@ -1007,6 +1005,10 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return d[min(len(d)-1, len(d)*p/100)]
 }
 
+// exampleClientLimits are the bounds ClientLimitConfig's doc suggests for
+// a node that faces clients one does not run.
+var exampleClientLimits = ClientLimitConfig{MaxMisses: 32, MissRate: 500, MissBurst: 1000}
+
 func TestClientLimitConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -1014,7 +1016,7 @@ func TestClientLimitConfigValidate(t *testing.T) {
 		field string // "": valid
 	}{
 		{ClientLimitConfig{}, ""},
-		{DefaultClientLimits, ""},
+		{exampleClientLimits, ""},
 		{ClientLimitConfig{MaxMisses: -1}, "MaxMisses"},
 		{ClientLimitConfig{MissRate: -0.5}, "MissRate"},
 		{ClientLimitConfig{MissRate: math.NaN()}, "MissRate"},

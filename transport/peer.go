@@ -280,6 +280,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	if r.method == http.MethodGet || r.lease {
 		req.Header[hdrLease] = leaseWanted
 	}
+	if c := cache.CallerOf(ctx); c != "" && r.method == http.MethodGet {
+		req.Header[hdrCaller] = []string{c}
+	}
 	if r.header != nil {
 		r.header(req.Header)
 	}
@@ -340,8 +343,9 @@ func isDialError(err error) bool {
 }
 
 // statusError maps a peer's status code to the error the cache acts on.
-// cache.ErrNotFound, cache.ErrLoad and cache.ErrBadKey mean that the owner
-// answered (the key is absent, its origin failed, it refuses the key): the
+// cache.ErrNotFound, cache.ErrLoad, cache.ErrBadKey and cache.ErrOverloaded
+// mean that the owner answered (the key is absent, its origin failed, it
+// refuses the key, its origin is too busy): the
 // cache reports that rather than loading the key a second time. Anything
 // else (ErrPeerStatus, ErrUnauthorized, a network error) means the owner
 // could not serve, and the cache loads locally.
@@ -360,6 +364,8 @@ func statusError(res *http.Response) error {
 		return cache.ErrTooLarge
 	case code == http.StatusMisdirectedRequest:
 		return cache.ErrNotOwner
+	case code == http.StatusServiceUnavailable && res.Header.Get(hdrOverloaded) != "":
+		return cache.ErrOverloaded
 	case res.Header.Get(hdrLoadError) != "":
 		// A marker rather than the status alone: a proxy between the
 		// nodes can answer 502 or 504 on its own, and that is not the

@@ -132,7 +132,17 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(hdrPeer) != "" { // a ringcache requester reads 1xx; others need not see them
 			beat = func() { w.WriteHeader(http.StatusProcessing) }
 		}
-		v, err := g.PeerView().Get(ctx, key, cfg.PeerTimeout/3, beat)
+		// The owner's load queue shares its slots between the clients the
+		// requesting nodes serve; a groupcache peer names none and counts
+		// as one client.
+		caller := r.Header.Get(hdrCaller)
+		if caller == "" {
+			caller = r.Header.Get(hdrPeer)
+		}
+		if caller == "" {
+			caller = clientKey(r.RemoteAddr).String()
+		}
+		v, err := g.PeerView().Get(cache.WithCaller(ctx, caller), key, cfg.PeerTimeout/3, beat)
 		// Granted again at the answer: a revocation made while the load
 		// ran must reach the requester with this value (lease.go).
 		grant()

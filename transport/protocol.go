@@ -41,6 +41,18 @@ const (
 	// hdrLoadError marks an error answer caused by the origin failing at
 	// the owner (cache.ErrLoad), which the requester must not retry itself.
 	hdrLoadError = "X-Ringcache-Load-Error"
+
+	// hdrOverloaded marks a 503 as the owner's load queue shedding the
+	// load: the owner answered, and the requester must not load the key
+	// itself (that would only add to the origin's load).
+	hdrOverloaded = "X-Ringcache-Overloaded"
+
+	// hdrCaller names, on a GET, the client the requesting node serves
+	// (cache.WithCaller), so that the owner's load queue shares its slots
+	// between clients rather than between the nodes they come through. It
+	// is a scheduling hint only and is not signed: a peer that could alter
+	// it could only reorder the loads of the owner's queue.
+	hdrCaller = "X-Ringcache-Caller"
 	// hdrLease asks for a contact lease (on a request) and grants one (on a
 	// response: the grantor's incarnation and revocation count); see lease.go.
 	hdrLease = "X-Ringcache-Lease"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -281,6 +282,8 @@ func TestStatusOf(t *testing.T) {
 		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 504, Err: fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)}, 504},
 		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 404, Err: cache.ErrNotFound}, 404},
 		{context.Canceled, 503},
+		{fmt.Errorf("wrapped: %w", cache.ErrOverloaded), 503},
+		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 503, Err: cache.ErrOverloaded}, 503},
 		{errors.New("unknown"), 500},
 	}
 	for _, tt := range tests {
@@ -484,5 +487,32 @@ func TestSignatureText(t *testing.T) {
 	m.Write([]byte(text))
 	if want := hex.EncodeToString(m.Sum(nil)); signature(secret, s) != want {
 		t.Fatalf("signature = %s, want the HMAC of README's layout, %s", signature(secret, s), want)
+	}
+}
+
+// TestOverloadCrossesThePeerHop checks both ends of an owner's shed load:
+// the peer route answers cache.ErrOverloaded with a marked 503 and
+// Retry-After, the peer client reads that back as cache.ErrOverloaded (the
+// owner answered: no local load follows), and a 503 without the marker,
+// such as a proxy's, stays a failure of the peer.
+func TestOverloadCrossesThePeerHop(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	writePeerError(rec, fmt.Errorf("group %q: %w", "g", cache.ErrOverloaded))
+	res := rec.Result()
+	if res.StatusCode != 503 || res.Header.Get(hdrOverloaded) == "" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("peer answer: %d, headers %v; want a 503 with %s and Retry-After", res.StatusCode, res.Header, hdrOverloaded)
+	}
+	if err := statusError(res); !errors.Is(err, cache.ErrOverloaded) {
+		t.Errorf("statusError(marked 503) = %v, want cache.ErrOverloaded", err)
+	}
+	plain := &http.Response{StatusCode: 503, Header: http.Header{}}
+	if err := statusError(plain); errors.Is(err, cache.ErrOverloaded) || !errors.Is(err, ErrPeerStatus) {
+		t.Errorf("statusError(unmarked 503) = %v, want ErrPeerStatus", err)
+	}
+	pub := httptest.NewRecorder()
+	writeError(pub, cache.ErrOverloaded)
+	if pub.Code != 503 || pub.Header().Get("Retry-After") != "1" || !strings.Contains(pub.Body.String(), "origin busy") {
+		t.Errorf("public answer: %d %q, Retry-After %q; want 503 origin busy with Retry-After: 1", pub.Code, pub.Body.String(), pub.Header().Get("Retry-After"))
 	}
 }

@@ -24,6 +24,7 @@ import (
 //	cache.ErrLoad with cache.ErrTooLarge         502 Bad Gateway (the origin's value is over the limit)
 //	cache.ErrTooLarge                            413 Content Too Large (a write)
 //	ErrTooManyRequests                           429 Too Many Requests
+//	cache.ErrOverloaded                          503 Service Unavailable (with Retry-After)
 //	context.DeadlineExceeded                     504 Gateway Timeout
 //	cache.ErrLoad, *PeerError                    502 Bad Gateway
 //	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
@@ -58,6 +59,8 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrTooManyRequests):
 		return http.StatusTooManyRequests
+	case errors.Is(err, cache.ErrOverloaded):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
 	case errors.Is(err, cache.ErrLoad):
@@ -90,6 +93,8 @@ func errorText(err error, code int) string {
 		return "key owner unreachable"
 	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrNotOwner):
 		return "key owner is changing; retry"
+	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrOverloaded):
+		return "origin busy; retry later"
 	case code == http.StatusServiceUnavailable:
 		return "request canceled"
 	case code == http.StatusInternalServerError:
@@ -104,10 +109,17 @@ func errorText(err error, code int) string {
 // public API. It sets no header of the peer protocol.
 func writeError(w http.ResponseWriter, err error) {
 	code := StatusOf(err)
-	if code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrNotOwner) {
+	if retryLater(code, err) {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeStatus(w, code, errorText(err, code))
+}
+
+// retryLater reports whether an error answer says when to retry: a 503
+// for an owner that is changing or an origin too busy to load.
+func retryLater(code int, err error) bool {
+	return code == http.StatusServiceUnavailable &&
+		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded))
 }
 
 // writePeerError writes err on the peer route: as writeError, plus the
@@ -127,6 +139,9 @@ func writePeerError(w http.ResponseWriter, err error) {
 		w.Header().Set(hdrLoadError, "1")
 	case code == http.StatusNotFound && errors.Is(err, cache.ErrNotFound):
 		w.Header().Set(hdrNotFound, "1")
+	case errors.Is(err, cache.ErrOverloaded):
+		w.Header().Set(hdrOverloaded, "1")
+		w.Header().Set("Retry-After", "1")
 	}
 	writeStatus(w, code, errorText(err, code))
 }

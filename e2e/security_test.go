@@ -30,18 +30,19 @@ import (
 //
 // Every connection from the host reaches a container from the Docker
 // bridge's gateway address, so the whole test is one client to the nodes'
-// per-client connection cap. node3 keeps the daemon's default share of the
-// cap (secPerClient), which the per-client probe fills while node1, from
-// an address of its own, still gets its connections to node3 served. node1
-// and node2 run with the per-client cap off: node2 so that the host can
-// reach its listener's cap, node1 so that the miss-limit probe's 200
-// concurrent connections reach the miss limit rather than a connection cap.
+// per-client connection cap. The per-client caps are off by default (one
+// address is often a whole application); node3 runs with the connection
+// cap an internet-facing node would set (secPerClient), which the
+// per-client probe fills while node1, from an address of its own, still
+// gets its connections to node3 served. node1 runs with the miss limit
+// such a node would set (secClientMisses), and node2 with the defaults, so
+// that the host can reach its listener's cap.
 const (
 	secMaxConns      = 256
-	secPerClient     = 64               // the daemon's default for -max-conns 256: 256/8, at least 64
+	secPerClient     = 64               // node3's -max-conns-per-client (off by default)
 	secIdleTimeout   = 30 * time.Second // the daemon's default
 	secHeaderTimeout = 5 * time.Second  // the daemon's default
-	secClientMisses  = 32               // the daemon's default
+	secClientMisses  = 32               // node1's -client-misses (off by default)
 	secDemoLatency   = 200 * time.Millisecond
 	// publicSecret is a secret anyone can read in this repository, so
 	// anyone can sign with it: no node may accept it.
@@ -71,8 +72,11 @@ func TestSecurity(t *testing.T) {
 	}
 	for i, p := range adminPorts {
 		fmt.Fprintf(&override, "  node%d:\n    ports: [\"127.0.0.1:%d:9090\"]\n", i+1, p)
-		if i < 2 { // node1 and node2; node3 keeps the default
-			override.WriteString("    environment:\n      RINGCACHE_MAX_CONNS_PER_CLIENT: \"off\"\n")
+		switch i {
+		case 0:
+			fmt.Fprintf(&override, "    environment:\n      RINGCACHE_CLIENT_MISSES: \"%d\"\n", secClientMisses)
+		case 2:
+			fmt.Fprintf(&override, "    environment:\n      RINGCACHE_MAX_CONNS_PER_CLIENT: \"%d\"\n", secPerClient)
 		}
 		env = append(env, fmt.Sprintf("RINGCACHE_NODE%d_ADMIN_PORT=%d", i+1, p))
 	}
@@ -383,7 +387,7 @@ func TestSecurity(t *testing.T) {
 		}
 		t.Logf("%d connections from the host to node3 (per-client cap %d, listener cap %d): %d served, %d refused within %v; meanwhile node1's %d misses for node3's keys loaded by node3 (%d loads) and node1 (%d); metrics: %v refused per client, %v at the cap",
 			tries, secPerClient, secMaxConns, served, refused, answered.Round(time.Millisecond), fetches, loaded3, loaded1, perClient, atCap)
-		row(fmt.Sprintf("%d keep-alive connections from the host to one node (per-client cap %d, the default for a cap of %d)", tries, secPerClient, secMaxConns),
+		row(fmt.Sprintf("%d keep-alive connections from the host to one node (per-client cap set to %d, listener cap %d)", tries, secPerClient, secMaxConns),
 			fmt.Sprintf("%d served, %d refused at once (503), counted as `per_client`; meanwhile %d concurrent misses through another node, whose peer connections come from its own address, all served by the owner (%d loads there, %d at the other node)", served, refused, fetches, loaded3, loaded1))
 	})
 

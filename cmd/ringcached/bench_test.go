@@ -95,3 +95,28 @@ func BenchmarkScrape(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOneAddress is TestOneAddressIsNeverRefused as a benchmark: one
+// client address with 256 connections reads b.N distinct keys through the
+// three nodes of a cluster at the daemon's default settings, cold, then
+// the same keys warm. It reports refused answers (anything but a 200) and
+// origin loads per key; both must be 0 and 1.
+func BenchmarkOneAddress(b *testing.B) {
+	const conns = 256
+	o := newCountingOrigin(b, 0)
+	nodes := startDefaultCluster(b, 3, o, "")
+	c := clientFrom("127.0.0.1", conns)
+	var st statuses
+	keys := b.N
+	b.ResetTimer()
+	for range 2 { // cold, then warm
+		runWorkers(conns, keys, func(i int) { st.get(c, nodes[i%len(nodes)], fmt.Sprintf("k%d", i)) })
+	}
+	b.StopTimer()
+	loads, _, _ := o.stats()
+	b.ReportMetric(float64(2*keys-st.counts[http.StatusOK]), "refused")
+	b.ReportMetric(float64(loads)/float64(keys), "loads/key")
+	if st.counts[http.StatusOK] != 2*keys || st.wrong != 0 {
+		b.Errorf("%d keys cold then warm: %v", keys, &st)
+	}
+}

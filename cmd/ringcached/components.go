@@ -90,6 +90,9 @@ func (g *GroupSpec) groupConfig(getter cache.Getter) cache.GroupConfig {
 		StaleIfError:         g.StaleIfError,
 		LoadTimeout:          g.LoadTimeout,
 		MaxValueBytes:        g.MaxValueBytes,
+		MaxLoads:             g.MaxLoads,
+		LoadQueue:            g.LoadQueue,
+		LoadQueueWait:        g.LoadQueueWait,
 	}
 }
 
@@ -134,6 +137,9 @@ var groupFieldOf = map[string]string{
 	"StaleIfError":         "stale-if-error",
 	"LoadTimeout":          "load-timeout",
 	"MaxValueBytes":        "max-value-bytes",
+	"MaxLoads":             "max-loads",
+	"LoadQueue":            "load-queue",
+	"LoadQueueWait":        "load-queue-wait",
 }
 
 // libError returns a library's refusal of its configuration as the daemon's

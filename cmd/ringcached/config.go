@@ -70,13 +70,13 @@ type PublicConfig struct {
 	AdminListen       string        // if set, /metrics and /debug/* listen here only
 	TLSCert, TLSKey   string        // PEM files of the public listener; reread on SIGHUP
 	MaxConns          int           // open connections per listener
-	MaxConnsPerClient int           // of them per client address; 0: the transport's default share; -1: no cap
+	MaxConnsPerClient int           // of them per client address; 0 (off): no cap
 	IdleTimeout       time.Duration // idle keep-alive connections are closed after it
 	ReadHeaderTimeout time.Duration // a request's headers must arrive within it
 	HTTPServer        string        // the public listener's server: auto, net/http or fasthttp
-	ClientMisses      int           // misses in flight per client; -1: no limit
-	ClientMissRate    float64       // misses per second per client; -1: no limit
-	ClientMissBurst   int           // burst of ClientMissRate
+	ClientMisses      int           // misses in flight per client; 0 (off): no limit
+	ClientMissRate    float64       // misses per second per client; 0 (off): no limit
+	ClientMissBurst   int           // burst of ClientMissRate; 0: twice the rate
 }
 
 // GroupSpec describes one group and its origin. Zero values select the
@@ -98,6 +98,9 @@ type GroupSpec struct {
 	Timeout              time.Duration // http: per request
 	DemoSize             int
 	DemoLatency          time.Duration
+	MaxLoads             int           // 0: the cache's default; negative: no bound
+	LoadQueue            int           // 0: the cache's default; negative: none wait
+	LoadQueueWait        time.Duration // 0: the cache's default
 }
 
 // Ring placements.
@@ -148,9 +151,8 @@ func DefaultConfig() Config {
 			IdleTimeout:       transport.ServerIdleTimeout,
 			ReadHeaderTimeout: transport.ServerReadHeaderTimeout,
 			HTTPServer:        serverAuto,
-			ClientMisses:      transport.DefaultClientLimits.MaxMisses,
-			ClientMissRate:    transport.DefaultClientLimits.MissRate,
-			ClientMissBurst:   transport.DefaultClientLimits.MissBurst,
+			// No per-client caps by default (transport.ClientLimitConfig
+			// says why); each group's load bound protects the origin.
 		},
 	}
 }

@@ -122,10 +122,6 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 		cfg.Cluster = "dev"
 		cfg.Secret = c.secret
 		cfg.Public.WriteToken = c.token
-		// Every client of a dev cluster is this machine, and `ringcache
-		// bench` against it is a single client by design: no per-client
-		// miss limits (a deployment keeps them).
-		cfg.Public.ClientMisses, cfg.Public.ClientMissRate = -1, -1
 		cfg.LogLevel = dc.LogLevel
 		cfg.ShutdownTimeout = 5 * time.Second
 		cfg.Groups = []GroupSpec{{Name: "demo", Origin: originDemo, DemoSize: dc.DemoSize, DemoLatency: dc.DemoLatency}}

@@ -133,21 +133,26 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseInt(&c.Public.MaxConns, v) }},
 	// Everything behind one address shares its allowance: the clients of a
 	// reverse proxy or a NAT, and a peer that reaches this listener.
-	{name: "max-conns-per-client", def: fmt.Sprintf("<max-conns>/%d, at least %d", transport.PerClientShare, transport.DefaultMaxIdleConnsPerHost),
-		usage: "open connections one client address (IPv4, or IPv6 /64) may have on each listener; beyond it refused as over -max-conns; off: no limit (behind a reverse proxy, every client is the proxy)",
-		set:   func(c *Config, v string) error { return parseLimit(&c.Public.MaxConnsPerClient, v) }},
+	{name: "max-conns-per-client", def: "off",
+		usage: fmt.Sprintf("open connections one client address (IPv4, or IPv6 /64) may have on each listener; beyond it refused as over -max-conns. For nodes that face clients you do not run (behind a reverse proxy every client is the proxy); at least %d where peers share the listener", transport.DefaultMaxIdleConnsPerHost),
+		set:   func(c *Config, v string) error { return parseLimit(&c.Public.MaxConnsPerClient, v, 0) }},
 	{name: "idle-timeout", def: defaults.Public.IdleTimeout.String(), usage: "an idle keep-alive connection is closed after this",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.IdleTimeout, v) }},
 	{name: "read-header-timeout", def: defaults.Public.ReadHeaderTimeout.String(), usage: "a request's headers must arrive within this (against slowloris)",
 		set: func(c *Config, v string) error { return parseDuration(&c.Public.ReadHeaderTimeout, v) }},
 	{name: "http-server", def: defaults.Public.HTTPServer, usage: "the public listener's HTTP server: fasthttp (less CPU per request; plain HTTP/1.1; needs -peer-listen), net/http, or auto: fasthttp with -peer-listen and without -tls-cert, else net/http",
 		set: func(c *Config, v string) error { c.Public.HTTPServer = v; return nil }},
-	{name: "client-misses", def: strconv.Itoa(defaults.Public.ClientMisses), usage: "cache misses one client address may have in flight (429 beyond); off: no limit",
-		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v) }},
-	{name: "client-miss-rate", def: strconv.FormatFloat(defaults.Public.ClientMissRate, 'g', -1, 64), usage: "cache misses per second one client address may start (429 beyond); off: no limit",
+	{name: "client-misses", def: "off", usage: "cache misses one client address may have in flight (429 beyond), for nodes that face clients you do not run (32, say); each group's load bound protects the origin without it",
+		set: func(c *Config, v string) error { return parseLimit(&c.Public.ClientMisses, v, 0) }},
+	{name: "client-miss-rate", def: "off", usage: "cache misses per second one client address may start (429 beyond), for nodes that face clients you do not run (500, say)",
 		set: func(c *Config, v string) error { return parseRate(&c.Public.ClientMissRate, v) }},
-	{name: "client-miss-burst", def: strconv.Itoa(defaults.Public.ClientMissBurst), usage: "burst allowed above -client-miss-rate",
-		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Public.ClientMissBurst, v) }},
+	{name: "client-miss-burst", def: "0", usage: "burst allowed above -client-miss-rate; 0: twice the rate",
+		set: func(c *Config, v string) error {
+			if err := parseInt(&c.Public.ClientMissBurst, v); err != nil || c.Public.ClientMissBurst < 0 {
+				return fmt.Errorf("%q: want a count >= 0", v)
+			}
+			return nil
+		}},
 }
 
 // A groupField is one key of a group description, the same in a -group
@@ -201,6 +206,17 @@ var groupFields = []groupField{
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.LoadTimeout, v) }},
 	{name: "max-value-bytes", def: fmtBytes(cache.DefaultMaxValueBytes), usage: "largest value accepted from the origin or a PUT",
 		set: func(g *GroupSpec, v string) error { return parseBytes(&g.MaxValueBytes, v) }},
+	{name: "max-loads", def: strconv.Itoa(cache.DefaultMaxLoads), usage: "origin loads this node runs for the group at once (a whole cluster: nodes × this); loads beyond wait in the queue; off: no bound",
+		set: func(g *GroupSpec, v string) error { return parseLimit(&g.MaxLoads, v, -1) }},
+	{name: "load-queue", def: strconv.Itoa(cache.DefaultLoadQueue), usage: "origin loads that may wait for a slot; when full, the client with the most loads waiting is shed first (503 with Retry-After); off: none wait",
+		set: func(g *GroupSpec, v string) error { return parseLimit(&g.LoadQueue, v, -1) }},
+	{name: "load-queue-wait", def: cache.DefaultLoadQueueWait.String(), usage: "longest wait for a load slot before the miss is shed (503 with Retry-After)",
+		set: func(g *GroupSpec, v string) error {
+			if err := parseDuration(&g.LoadQueueWait, v); err != nil || g.LoadQueueWait <= 0 {
+				return fmt.Errorf("%q: want a duration > 0 like 500ms or 5s", v)
+			}
+			return nil
+		}},
 	{name: "timeout", def: origin.DefaultTimeout.String(), usage: "http: bound on one upstream request",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.Timeout, v) }},
 	{name: "demo-size", def: strconv.Itoa(origin.DefaultDemoSize), usage: "demo: bytes per value",

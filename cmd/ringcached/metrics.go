@@ -173,12 +173,15 @@ var (
 	descConnected    = prometheus.NewDesc("ringcache_etcd_connected", "1 while the node's lease and watch in etcd are alive (etcd membership only).", nil, nil)
 	descConnsOpen    = prometheus.NewDesc("ringcache_connections_open", "Connections open on a listener (public, peer or admin).", []string{"listener"}, nil)
 	descConnsRefused = prometheus.NewDesc("ringcache_connections_refused_total", "Connections refused at once by a listener: at its cap (max_conns, -max-conns) or at one client address's share of it (per_client, -max-conns-per-client).", []string{"listener", "reason"}, nil)
+	descLoadSlots    = prometheus.NewDesc("ringcache_origin_loads", "Origin loads now: running (at most the group's max-loads) or waiting for a slot (at most load-queue).", []string{"group", "state"}, nil)
+	descLoadsQueued  = prometheus.NewDesc("ringcache_origin_loads_queued_total", "Origin loads that had to wait for a slot (max-loads were running), granted or not.", []string{"group"}, nil)
+	descLoadsShed    = prometheus.NewDesc("ringcache_origin_loads_shed_total", "Origin loads refused (503 with Retry-After) because the group's load queue was full or their wait ran out (load-queue, load-queue-wait).", []string{"group"}, nil)
 	descMemLimit     = prometheus.NewDesc("ringcache_memory_limit_bytes", "The soft memory limit in force (runtime/debug.SetMemoryLimit); absent when there is none.", nil, nil)
 )
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit, descLoadSlots, descLoadsQueued, descLoadsShed} {
 		ch <- d
 	}
 }
@@ -214,6 +217,10 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descItems, s.MainItems, name, "main")
 		gauge(descItems, s.HotItems, name, "hot")
 		gauge(descMaxBytes, g.Config().MaxBytes, name)
+		gauge(descLoadSlots, s.LoadsRunning, name, "running")
+		gauge(descLoadSlots, s.LoadsWaiting, name, "waiting")
+		counter(descLoadsQueued, s.LoadsQueued, name)
+		counter(descLoadsShed, s.LoadsShed, name)
 	}
 	gauge(descMembers, int64(c.state.members()))
 	gauge(descVersion, 1, fmt.Sprintf("%x", c.state.ringVersion()))

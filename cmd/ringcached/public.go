@@ -148,10 +148,10 @@ func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
 	return &l
 }
 
-// parseLimit parses a positive count, or "off" (stored as -1).
-func parseLimit(n *int, v string) error {
+// parseLimit parses a positive count, or "off", stored as off.
+func parseLimit(n *int, v string, off int) error {
 	if v == "off" {
-		*n = -1
+		*n = off
 		return nil
 	}
 	if err := parseInt(n, v); err != nil || *n <= 0 {
@@ -163,7 +163,7 @@ func parseLimit(n *int, v string) error {
 // parseRate parses a positive rate per second, or "off" (stored as -1).
 func parseRate(r *float64, v string) error {
 	if v == "off" {
-		*r = -1
+		*r = 0
 		return nil
 	}
 	x, err := strconv.ParseFloat(v, 64)

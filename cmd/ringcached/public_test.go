@@ -58,7 +58,7 @@ func TestLoadConfigPublic(t *testing.T) {
 	}{
 		{"defaults", nil, func(c Config) bool {
 			return !c.Public.OpenWrites && c.Public.WriteToken == "" && c.Public.MaxConns == transport.DefaultMaxConns &&
-				c.Public.MaxConnsPerClient == 0 && *c.Public.clientLimits() == transport.DefaultClientLimits
+				c.Public.MaxConnsPerClient == 0 && c.Public.clientLimits() == nil
 		}, ""},
 		{"open writes, flag alone", []string{"-open-writes"}, func(c Config) bool { return c.Public.OpenWrites }, ""},
 		{"open writes=false", []string{"-open-writes=false"}, func(c Config) bool { return !c.Public.OpenWrites }, ""},
@@ -66,11 +66,11 @@ func TestLoadConfigPublic(t *testing.T) {
 		{"limits off", []string{"-client-misses", "off", "-client-miss-rate", "off"}, func(c Config) bool { return c.Public.clientLimits() == nil }, ""},
 		{"own rate", []string{"-client-miss-rate", "50"}, func(c Config) bool {
 			l := c.Public.clientLimits()
-			return l.MissRate == 50 && l.MissBurst == transport.DefaultClientLimits.MissBurst && l.MaxMisses == transport.DefaultClientLimits.MaxMisses
+			return l.MissRate == 50 && l.MissBurst == 0 && l.MaxMisses == 0
 		}, ""},
-		{"rate off", []string{"-client-miss-rate", "off"}, func(c Config) bool {
+		{"misses alone", []string{"-client-misses", "32", "-client-miss-rate", "off"}, func(c Config) bool {
 			l := c.Public.clientLimits()
-			return l.MissRate == 0 && l.MissBurst == 0 && l.MaxMisses == transport.DefaultClientLimits.MaxMisses
+			return l.MissRate == 0 && l.MissBurst == 0 && l.MaxMisses == 32
 		}, ""},
 		{"rate and burst", []string{"-client-miss-rate", "50", "-client-miss-burst", "7", "-client-misses", "3"}, func(c Config) bool {
 			l := c.Public.clientLimits()
@@ -80,7 +80,7 @@ func TestLoadConfigPublic(t *testing.T) {
 			return c.Public.MaxConns == 10 && c.Public.IdleTimeout == 5*time.Second && c.Public.ReadHeaderTimeout == time.Second
 		}, ""},
 		{"max conns per client", []string{"-max-conns-per-client", "100"}, func(c Config) bool { return c.Public.MaxConnsPerClient == 100 }, ""},
-		{"max conns per client off", []string{"-max-conns-per-client", "off"}, func(c Config) bool { return c.Public.MaxConnsPerClient == -1 }, ""},
+		{"max conns per client off", []string{"-max-conns-per-client", "100", "-max-conns-per-client", "off"}, func(c Config) bool { return c.Public.MaxConnsPerClient == 0 }, ""},
 		{"zero max conns per client", []string{"-max-conns-per-client", "0"}, nil, "max-conns-per-client"},
 		{"negative max conns per client", []string{"-max-conns-per-client", "-3"}, nil, "max-conns-per-client"},
 		{"short token", []string{"-write-token", "short"}, nil, "write-token: 5 bytes"},
@@ -104,8 +104,11 @@ func TestLoadConfigPublic(t *testing.T) {
 		{"negative max conns", []string{"-max-conns", "-1"}, nil, "max-conns"},
 		{"zero max conns", []string{"-max-conns", "0"}, nil, "max-conns"},
 		{"zero idle timeout", []string{"-idle-timeout", "0s"}, nil, "idle-timeout"},
-		{"zero burst", []string{"-client-miss-burst", "0"}, nil, "client-miss-burst"},
-		{"negative burst", []string{"-client-miss-burst", "-3"}, nil, "client-miss-burst: -3"},
+		{"zero burst: twice the rate", []string{"-client-miss-rate", "50", "-client-miss-burst", "0"}, func(c Config) bool {
+			l, err := transport.NewClientLimiter(*c.Public.clientLimits())
+			return err == nil && l.Config().MissBurst == 100
+		}, ""},
+		{"negative burst", []string{"-client-miss-burst", "-3"}, nil, `client-miss-burst: "-3"`},
 		{"short read token", []string{"-read-token", "short"}, nil, "read-token: 5 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,13 +128,13 @@ func TestLoadConfigPublic(t *testing.T) {
 	file := writeFile(t, "open-writes: true\nmax-conns: 99\nmax-conns-per-client: 9\n")
 	cfg, err := loadConfig(nil, env(map[string]string{"RINGCACHE_CONFIG": file, "RINGCACHE_CLIENT_MISSES": "off",
 		"RINGCACHE_GROUP": "name=demo,origin=demo"}), io.Discard)
-	if err != nil || !cfg.Public.OpenWrites || cfg.Public.MaxConns != 99 || cfg.Public.MaxConnsPerClient != 9 || cfg.Public.ClientMisses != -1 {
+	if err != nil || !cfg.Public.OpenWrites || cfg.Public.MaxConns != 99 || cfg.Public.MaxConnsPerClient != 9 || cfg.Public.ClientMisses != 0 {
 		t.Fatalf("from file and environment: %+v, %v", cfg, err)
 	}
 	cfg, err = loadConfig(nil, env(map[string]string{"RINGCACHE_CONFIG": file, "RINGCACHE_MAX_CONNS_PER_CLIENT": "off",
 		"RINGCACHE_GROUP": "name=demo,origin=demo"}), io.Discard)
-	if err != nil || cfg.Public.MaxConnsPerClient != -1 {
-		t.Fatalf("the environment over the file: max-conns-per-client %d, %v; want -1 (off)", cfg.Public.MaxConnsPerClient, err)
+	if err != nil || cfg.Public.MaxConnsPerClient != 0 {
+		t.Fatalf("the environment over the file: max-conns-per-client %d, %v; want 0 (off)", cfg.Public.MaxConnsPerClient, err)
 	}
 }
 

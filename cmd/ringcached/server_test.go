@@ -500,7 +500,7 @@ func TestRunCommands(t *testing.T) {
 
 // freeAddr returns a loopback address with a port that was free a moment
 // ago, for a test that must know a node's address before startNode returns.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

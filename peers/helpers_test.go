@@ -3,7 +3,6 @@ package peers
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/faultnet"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -104,103 +104,24 @@ func (te *testEtcd) client(t *testing.T) *clientv3.Client {
 	return c
 }
 
-// proxy forwards TCP connections to target on loopback. cut closes every
-// connection and refuses new ones (each is closed as soon as it is
-// accepted), as a network partition would; restore forwards again. The
-// listener stays open throughout: closed, its port is free for any
-// process's outgoing connection to take while the cut lasts, and restore
-// could not listen on it again.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-	ln     net.Listener
-
-	mu     sync.Mutex
-	cutOff bool                  // guarded by mu
-	conns  map[net.Conn]struct{} // guarded by mu
-	wg     sync.WaitGroup
-}
+// proxy is a faultnet.Proxy to target for the test: cut closes every
+// connection and refuses new ones, as a network partition would; restore
+// forwards again.
+type proxy struct{ *faultnet.Proxy }
 
 func newProxy(t *testing.T, target string) *proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultnet.Listen(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{t: t, target: target, addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // closed at cleanup
-			}
-			p.mu.Lock()
-			refused := p.cutOff
-			p.mu.Unlock()
-			if refused {
-				c.Close()
-				continue
-			}
-			p.wg.Add(1)
-			go p.pipe(c)
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.cut()
-		p.wg.Wait()
-	})
-	return p
+	t.Cleanup(p.Close)
+	return &proxy{p}
 }
 
-func (p *proxy) endpoints() []string { return []string{"http://" + p.addr} }
-
-func (p *proxy) pipe(c net.Conn) {
-	defer p.wg.Done()
-	u, err := net.Dial("tcp", p.target)
-	if err != nil {
-		c.Close()
-		return
-	}
-	p.mu.Lock()
-	if p.cutOff { // cut while dialing
-		p.mu.Unlock()
-		c.Close()
-		u.Close()
-		return
-	}
-	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
-	p.mu.Unlock()
-	done := make(chan struct{}, 2)
-	go func() { io.Copy(u, c); done <- struct{}{} }()
-	go func() { io.Copy(c, u); done <- struct{}{} }()
-	<-done
-	c.Close()
-	u.Close()
-	<-done
-	p.mu.Lock()
-	delete(p.conns, c)
-	delete(p.conns, u)
-	p.mu.Unlock()
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cutOff = true
-	for c := range p.conns {
-		c.Close()
-	}
-}
-
-func (p *proxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cutOff = false
-}
+func (p *proxy) endpoints() []string { return []string{"http://" + p.Addr()} }
+func (p *proxy) cut()                { p.Cut() }
+func (p *proxy) restore()            { p.Restore() }
 
 // setCall is one call of recorder.Set.
 type setCall struct {

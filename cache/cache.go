@@ -170,13 +170,15 @@ type Config struct {
 	// Logger receives boundary events (peer errors, panics). If nil, discard.
 	Logger *slog.Logger
 	// Tenure, if not nil, says whether this node's claim to own its keys
-	// holds now, and under which term: with etcd membership, the term is the
-	// node's lease and ok is false while the lease may have expired (a node
-	// that was paused for longer than its TTL). Main-cache entries are
-	// served only while ok, and only under the term they were stored in, so
-	// a node that lost its registration and registered again never serves
-	// what it held before: the others owned its keys meanwhile. If nil, the
-	// claim always holds (static membership).
+	// holds now, and under which term. Main-cache entries are served only
+	// while ok, and only under the term they were stored in: the term must
+	// change whenever another node may have owned this node's keys
+	// meanwhile, so that what it held before is never served again. With
+	// etcd membership (transport.Node) the term changes when a peer dropped
+	// this node from its ring, and ok is false while the node's lease may
+	// have expired and its peers do not confirm it, or after it registered
+	// again until they do. If nil, the claim always holds (static
+	// membership).
 	Tenure func() (term uint64, ok bool)
 	// HandoffWindow is how long after a ring change the node keeps the
 	// values of keys it no longer owns, for their new owners to take, and

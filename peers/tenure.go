@@ -57,3 +57,8 @@ func (r *Registry) Tenure() (term uint64, held bool) {
 	term = t.term.Load()
 	return term, term != 0 && int64(time.Since(t.born)) < t.until.Load()
 }
+
+// HoldDown returns how long members wait before they drop one that
+// vanished (Config.HoldDown): a node that registered again checks, after
+// about that long, that nobody dropped it meanwhile.
+func (r *Registry) HoldDown() time.Duration { return r.cfg.HoldDown }

@@ -100,6 +100,8 @@ type Node struct {
 
 	shutdown    sync.Once
 	shutdownErr error
+
+	terms terms // the main cache's term (tenure)
 }
 
 // memberBox holds a Membership in an atomic.Pointer.
@@ -236,6 +238,7 @@ func (n *Node) SetMembership(m Membership) {
 		return
 	}
 	n.member.Store(&memberBox{m})
+	n.followRegistration(m)
 }
 
 func (n *Node) membership() Membership {
@@ -246,21 +249,91 @@ func (n *Node) membership() Membership {
 }
 
 // tenure is the cache's Config.Tenure: without a membership, always held;
-// with one, its term, held while its registration surely holds or, past
-// that, while the other members still count this node in. Past its lease
-// etcd may be out of reach (an outage, when nobody can change the ring) or
-// this node was paused or cut off and the others may have dropped it: they
-// say which (Pool.MemberConfirmed).
+// with one, the cache's own term, held while the registration surely holds
+// or, past that, while the other members still count this node in. Past
+// its lease etcd may be out of reach (an outage, when nobody can change
+// the ring) or this node was paused or cut off and the others may have
+// dropped it: they say which (Pool.MemberConfirmed). The term changes only
+// when a peer dropped this node (tenure.go): a registration that was lost
+// and made again, as every node's is when etcd stalls, keeps the cache.
 func (n *Node) tenure() (uint64, bool) {
 	m := n.membership()
 	if m == nil {
 		return 0, true
 	}
-	term, held := m.Tenure()
-	if held || term == 0 {
-		return term, held
+	reg, held := m.Tenure()
+	if reg == 0 {
+		return 0, false // not registered yet
 	}
-	return term, n.pool.MemberConfirmed()
+	if t := n.terms.cur.Load(); t != nil && t.reg == reg && t.pending == 0 {
+		if _, dropped := n.pool.DroppedBy(); !dropped {
+			if held {
+				return t.cache, true
+			}
+			return t.cache, n.pool.MemberConfirmed()
+		}
+	}
+	return n.changeTerm(reg, held)
+}
+
+// changeTerm is tenure's slow path: the first registration, a new
+// registration (the old key was deleted: a lost lease), or a peer that
+// dropped this node.
+func (n *Node) changeTerm(reg uint64, held bool) (uint64, bool) {
+	n.terms.mu.Lock()
+	t := n.terms.cur.Load()
+	peer, dropped := n.pool.DroppedBy()
+	switch {
+	case t == nil:
+		t = &cacheTerm{cache: 1, reg: reg}
+		n.pool.ResetDrops()
+		n.pool.ProbeMembers() // each peer's first token is its baseline
+	case dropped:
+		t = &cacheTerm{cache: t.cache + 1, reg: reg}
+		n.pool.ResetDrops()
+		n.pool.ProbeMembers()
+		n.log.Warn("transport: the cache starts a new term: a peer dropped this node, and may have owned its keys meanwhile",
+			"peer", peer, "term", t.cache)
+	case t.reg != reg:
+		// Registered again: the old key was deleted (a lost lease). The
+		// cache is held again once every peer confirmed it kept this
+		// node throughout.
+		t = &cacheTerm{cache: t.cache, reg: reg, pending: time.Now().UnixNano()}
+		n.settleProbes(n.holdDown() + n.pool.cfg.PeerTimeout)
+		n.log.Info("transport: registered again; asking the peers whether the cache still holds", "term", t.cache)
+	case t.pending != 0:
+		switch ok, unknown := n.pool.confirmedSince(t.pending); {
+		case unknown:
+			t = &cacheTerm{cache: t.cache + 1, reg: reg}
+			n.pool.ResetDrops()
+			n.pool.ProbeMembers()
+			n.log.Warn("transport: the cache starts a new term: a peer's history with this node is not known", "term", t.cache)
+		case ok:
+			t = &cacheTerm{cache: t.cache, reg: reg}
+			n.log.Info("transport: every peer kept this node while its registration lapsed; the cache is kept", "term", t.cache)
+		default:
+			n.pool.ProbeMembers() // one probe a peer at a time
+		}
+	}
+	n.terms.cur.Store(t)
+	n.terms.mu.Unlock()
+	if t.pending != 0 {
+		return t.cache, false
+	}
+	if held {
+		return t.cache, true
+	}
+	return t.cache, n.pool.MemberConfirmed()
+}
+
+// holdDown is how long the membership's members wait before they drop one
+// that vanished (peers.Config.HoldDown), or 2s for a membership that does
+// not say.
+func (n *Node) holdDown() time.Duration {
+	if h, ok := n.membership().(interface{ HoldDown() time.Duration }); ok {
+		return h.HoldDown()
+	}
+	return 2 * time.Second
 }
 
 // Ready reports whether the node should be sent traffic: it is not shutting

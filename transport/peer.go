@@ -53,6 +53,10 @@ type peer struct {
 	// membership is what the peer last said about this node: whether its
 	// ring counts this node in, as of when the request was sent.
 	membership atomic.Pointer[membership]
+	// since is the first token the peer gave for this node in the
+	// current drop epoch (tenure.go).
+	since   atomic.Pointer[baseline]
+	sinceAt atomic.Int64 // when the last request was sent whose answer confirmed since
 }
 
 type membership struct {
@@ -311,6 +315,7 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	}
 	if m := res.Header.Get(hdrMember); m != "" {
 		pe.membership.Store(&membership{at: sent, member: m == "1"})
+		p.noteMember(pe, m == "1", res.Header.Get(hdrMemberSince), sent)
 	}
 	p.checkVersion(st, pe.url, res.Header.Get(hdrRingVersion))
 	if err := statusError(res); err != nil {

@@ -78,8 +78,9 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			// Whether this node counts the sender as a member: a node
 			// whose etcd lease may have run out asks (Pool.MemberConfirmed).
-			if _, member := h.pool.state.Load().peers[sender]; member {
+			if since, member := h.pool.state.Load().since[sender]; member {
 				w.Header()[hdrMember] = memberYes
+				w.Header()[hdrMemberSince] = []string{since}
 			} else {
 				w.Header()[hdrMember] = memberNo
 			}

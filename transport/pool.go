@@ -47,6 +47,10 @@ type Pool struct {
 	seenN atomic.Int64
 
 	versions peerVersions // each member's last reported ring version, for status pages
+
+	boot    string // this run's id, in the tokens of the members (tenure.go)
+	changes uint64 // guarded by mu: rings installed by Set, SetWeighted, SetRanges
+	drops   drops  // peers that dropped this node (tenure.go)
 }
 
 // versionPair is a disagreement between this node's ring and a peer's.
@@ -84,6 +88,15 @@ func ringWithout(r ring, node string) ring {
 	return nil
 }
 
+// sinceOf returns member's token in st, if st is not nil and has it.
+func (st *poolState) sinceOf(member string) (string, bool) {
+	if st == nil {
+		return "", false
+	}
+	s, ok := st.since[member]
+	return s, ok
+}
+
 // poolState is one membership: immutable once published.
 type poolState struct {
 	ring    ring
@@ -94,6 +107,8 @@ type poolState struct {
 	// metrics and /status show it), built once: requests and responses
 	// share it, and net/http only reads it.
 	versionHeader []string
+	// since holds each peer's token (tenure.go): when this pool added it.
+	since map[string]string
 	// prev is the ring before the last change (for a node that has just
 	// joined, the ring of the others), nil if none: PreviousOwner reads it.
 	// gone holds the peers of prev that left with the change.
@@ -126,6 +141,7 @@ func NewPool(cfg Config) (*Pool, error) {
 	p := &Pool{
 		cfg:    cfg,
 		grants: newGrants(),
+		boot:   newBootID(),
 		bg:     bg,
 		stopBg: stop,
 		// Redirects are refused: a peer answers or fails. groupcache's
@@ -215,11 +231,21 @@ func (p *Pool) install(ring ring, members []string) {
 		ring:          ring,
 		members:       members,
 		peers:         make(map[string]*peer, len(members)),
+		since:         make(map[string]string, len(members)),
 		versionHeader: []string{strconv.FormatUint(ring.Version(), 16)},
 	}
+	if old != nil {
+		p.changes++ // NewPool's ring of this node alone is not a change
+	}
+	var added []*peer
 	for _, m := range members {
 		if m == p.cfg.Self {
 			continue
+		}
+		if s, ok := old.sinceOf(m); ok {
+			st.since[m] = s
+		} else {
+			st.since[m] = sinceToken(p.boot, p.changes)
 		}
 		// Keep the peer values of members that stay: the cache may hold
 		// them, and they are cheap, but there is no reason to churn them.
@@ -229,6 +255,7 @@ func (p *Pool) install(ring ring, members []string) {
 		}
 		if !ok {
 			pe = &peer{pool: p, url: m}
+			added = append(added, pe)
 		}
 		st.peers[m] = pe
 		st.others = append(st.others, pe)
@@ -266,6 +293,16 @@ func (p *Pool) install(ring ring, members []string) {
 		}
 	}
 	p.mu.Unlock()
+	// A new peer's first word about this node is its baseline (tenure.go):
+	// get it now, not when the peer may already have changed its mind.
+	// Only for a node whose cache keeps a term (a membership in etcd,
+	// whose members are registered and so serving): a static peer may not
+	// be up yet, and a failed probe would mark it suspected.
+	if p.drops.epoch.Load() > 0 {
+		for _, pe := range added {
+			pe.probe()
+		}
+	}
 	// Log after unlocking: a slog handler is the caller's code.
 	if old != nil && old.ring.Version() != ring.Version() {
 		p.cfg.Logger.Info("transport: membership changed",

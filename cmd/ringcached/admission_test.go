@@ -68,6 +68,13 @@ func (o *countingOrigin) stats() (loads, mostOfOneKey, peak int) {
 // options (the -group syntax, without name, origin and url) apply to
 // every node. It returns each node's base URL.
 func startDefaultCluster(t testing.TB, n int, o *countingOrigin, extra string) []string {
+	_, urls := startCluster(t, n, o, extra, nil)
+	return urls
+}
+
+// startCluster is startDefaultCluster with mod, if not nil, applied to each
+// node's configuration last; it also returns the nodes.
+func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func(*Config)) ([]*node, []string) {
 	t.Helper()
 	addrs := make([]string, n)
 	urls := make([]string, n)
@@ -75,10 +82,12 @@ func startDefaultCluster(t testing.TB, n int, o *countingOrigin, extra string) [
 		addrs[i] = freeAddr(t)
 		urls[i] = "http://" + addrs[i]
 	}
+	nodes := make([]*node, n)
 	for i := range addrs {
 		cfg := DefaultConfig()
 		cfg.Listen = addrs[i]
 		cfg.PeerURL = urls[i]
+		cfg.NodeID = fmt.Sprintf("n%d", i)
 		cfg.Peers = urls
 		cfg.Secret = "0123456789abcdef-admission-test"
 		cfg.LogLevel = "warn"
@@ -97,9 +106,12 @@ func startDefaultCluster(t testing.TB, n int, o *countingOrigin, extra string) [
 			t.Fatal(err)
 		}
 		cfg.Groups = []GroupSpec{g}
-		startTestNode(t, cfg)
+		if mod != nil {
+			mod(&cfg)
+		}
+		nodes[i], _ = startTestNode(t, cfg)
 	}
-	return urls
+	return nodes, urls
 }
 
 // clientFrom is one address's HTTP client: its connections come from ip (a

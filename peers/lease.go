@@ -40,12 +40,14 @@ func (r *Registry) register(ctx context.Context) (<-chan *clientv3.LeaseKeepAliv
 		stop()
 		return nil, nil, fmt.Errorf("keep lease %x alive: %w", int64(g.ID), err)
 	}
+	// The term first, then the news: whoever wakes on Changed and reads
+	// Tenure sees the new registration's term.
+	r.tenure.start(uint64(created), sent, time.Duration(g.TTL)*time.Second)
 	r.mu.Lock()
 	r.registered = true
 	r.lastContact = time.Now()
 	r.notifyLocked()
 	r.mu.Unlock()
-	r.tenure.start(uint64(created), sent, time.Duration(g.TTL)*time.Second)
 	return ka, stop, nil
 }
 

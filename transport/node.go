@@ -317,12 +317,14 @@ func (n *Node) changeTerm(reg uint64, held bool) (uint64, bool) {
 	}
 	n.terms.cur.Store(t)
 	n.terms.mu.Unlock()
-	if t.pending != 0 {
-		return t.cache, false
-	}
-	if held {
+	if held && t.pending == 0 {
 		return t.cache, true
 	}
+	// Past its lease, or registered again and not yet confirmed by every
+	// peer: held while the peers lately said they count this node in (a
+	// peer that dropped it says so, and its token starts a new term).
+	// Holding nothing until every peer answered would serve the origin's
+	// values in place of acknowledged writes meanwhile.
 	return t.cache, n.pool.MemberConfirmed()
 }
 

@@ -161,7 +161,8 @@ type cacheTerm struct {
 	reg   uint64 // the membership's term when cache was last confirmed
 	// pending is when this node registered again under reg (Unix
 	// nanoseconds), until every peer confirmed that it did not drop the
-	// node meanwhile; 0: confirmed. Meanwhile the cache is not held.
+	// node meanwhile; 0: confirmed. Meanwhile the cache is held only while
+	// the peers lately said they count the node in (Pool.MemberConfirmed).
 	pending int64
 }
 

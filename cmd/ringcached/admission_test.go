@@ -68,13 +68,13 @@ func (o *countingOrigin) stats() (loads, mostOfOneKey, peak int) {
 // options (the -group syntax, without name, origin and url) apply to
 // every node. It returns each node's base URL.
 func startDefaultCluster(t testing.TB, n int, o *countingOrigin, extra string) []string {
-	_, urls := startCluster(t, n, o, extra, nil)
+	_, urls, _ := startCluster(t, n, o, extra, nil)
 	return urls
 }
 
 // startCluster is startDefaultCluster with mod, if not nil, applied to each
-// node's configuration last; it also returns the nodes.
-func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func(*Config)) ([]*node, []string) {
+// node's configuration last; it also returns the nodes and their logs.
+func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func(*Config)) ([]*node, []string, []*output) {
 	t.Helper()
 	addrs := make([]string, n)
 	urls := make([]string, n)
@@ -82,7 +82,7 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 		addrs[i] = freeAddr(t)
 		urls[i] = "http://" + addrs[i]
 	}
-	nodes := make([]*node, n)
+	nodes, outs := make([]*node, n), make([]*output, n)
 	for i := range addrs {
 		cfg := DefaultConfig()
 		cfg.Listen = addrs[i]
@@ -109,9 +109,9 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 		if mod != nil {
 			mod(&cfg)
 		}
-		nodes[i], _ = startTestNode(t, cfg)
+		nodes[i], outs[i] = startTestNode(t, cfg)
 	}
-	return nodes, urls
+	return nodes, urls, outs
 }
 
 // clientFrom is one address's HTTP client: its connections come from ip (a

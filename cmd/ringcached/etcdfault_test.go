@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,31 +93,120 @@ func (r *reader) failures() (n int, some []string) {
 	return n, some
 }
 
-// TestEtcdCutKeepsCaches cuts every node of a cluster off from a running
-// etcd for twice the lease TTL, so that etcd expires their leases and
-// deletes their keys, at the daemon's default settings. The nodes keep
-// serving throughout, and when etcd is reachable again and they have
-// registered again, every warm key is served without an origin load and
-// every acknowledged PUT is still served: nobody dropped them, so a new
-// registration is no reason to drop a cache.
-func TestEtcdCutKeepsCaches(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
-			t.Parallel()
-			testEtcdCut(t, n)
-		})
+// etcdFault is a fault of etcd that a test injects and heals.
+type etcdFault struct {
+	endpoint     string // what the nodes dial
+	inject, heal func()
+}
+
+// etcdCut is a running etcd that the nodes are cut off from (a proxy).
+func etcdCut(t *testing.T) etcdFault {
+	p := etcdBehindProxy(t)
+	return etcdFault{endpoint: "http://" + p.Addr(), inject: p.Cut, heal: p.Restore}
+}
+
+// etcdStall is an etcd process paused with SIGSTOP, as a stalled disk, a
+// paused VM or a long election would leave it: connections to it open, and
+// nothing answers.
+func etcdStall(t *testing.T) etcdFault {
+	proc, endpoint := startEtcdProcess(t)
+	return etcdFault{
+		endpoint: endpoint,
+		inject:   func() { proc.Signal(syscall.SIGSTOP) },
+		heal:     func() { proc.Signal(syscall.SIGCONT) },
 	}
 }
 
-func testEtcdCut(t *testing.T, size int) {
+var etcdBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "ringcache-etcd-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "etcd")
+	// deploy/lib.sh's flags, so that the two builds share the build cache.
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "go.etcd.io/etcd/server/v3")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build etcd: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// startEtcdProcess runs a real single-member etcd, built from the module's
+// tool dependency, on free loopback ports, and returns its process and
+// client URL. The test kills it at cleanup, waking it first if paused.
+func startEtcdProcess(t *testing.T) (*os.Process, string) {
+	t.Helper()
+	bin, err := etcdBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, peer := "http://"+freeAddr(t), "http://"+freeAddr(t)
+	cmd := exec.Command(bin, "--name", "test", "--data-dir", t.TempDir(),
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "test="+peer, "--log-level", "error")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(client + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd.Process, client
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd at %s not healthy within 30s: %v", client, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestEtcdFaultsKeepCaches stalls etcd (SIGSTOP of its process) or cuts
+// every node off from a running etcd, for twice the lease TTL, at the
+// daemon's default settings: either way etcd expires the nodes' leases and
+// deletes their keys. The nodes keep serving throughout, and when etcd
+// answers again and they have registered again, every warm key is served
+// without an origin load and every acknowledged PUT is still served:
+// nobody dropped them, so a new registration is no reason to drop a cache.
+func TestEtcdFaultsKeepCaches(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		fault func(*testing.T) etcdFault
+	}{{"cut", etcdCut}, {"stall", etcdStall}} {
+		for _, n := range []int{3, 5} {
+			t.Run(fmt.Sprintf("%s/%d nodes", f.name, n), func(t *testing.T) {
+				t.Parallel()
+				testEtcdFault(t, n, f.fault(t))
+			})
+		}
+	}
+}
+
+func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
 	const keys, written = 2000, 100
 	o := newCountingOrigin(t, 0)
-	etcd := etcdBehindProxy(t)
-	nodes, urls := startCluster(t, size, o, "", func(c *Config) {
+	nodes, urls, outs := startCluster(t, size, o, "", func(c *Config) {
 		c.Peers = nil
-		c.Etcd = []string{"http://" + etcd.Addr()}
+		c.Etcd = []string{etcd.endpoint}
 		c.Public.WriteToken = testToken
+		c.LogLevel = "info"
 	})
+	defer func() {
+		if t.Failed() {
+			for i, out := range outs {
+				t.Logf("node %s's log:\n%s", nodes[i].nodeID, out)
+			}
+		}
+	}()
 	awaitNodes(t, nodes, fmt.Sprintf("in a ring of %d", size), func(n *node) bool { return n.members() == size })
 	r := &reader{t: t, c: clientFrom("127.0.0.1", 64), urls: urls}
 
@@ -135,7 +228,7 @@ func testEtcdCut(t *testing.T, size int) {
 	warm, _, _ := o.stats()
 
 	lease := DefaultConfig().LeaseTTL
-	etcd.Cut()
+	etcd.inject()
 	cutAt := time.Now()
 	for pass := 0; time.Since(cutAt) < 2*lease+time.Second; pass++ {
 		// The nodes keep serving while etcd is out of reach.
@@ -143,11 +236,11 @@ func testEtcdCut(t *testing.T, size int) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if n, some := r.failures(); n > 0 {
-		t.Errorf("while etcd was cut off: %d wrong answers, such as %v", n, some)
+		t.Errorf("while etcd was out: %d wrong answers, such as %v", n, some)
 	}
-	etcd.Restore()
+	etcd.heal()
 	awaitNodes(t, nodes, "registered again", func(n *node) bool { c, _ := n.etcdConnected(); return c })
-	t.Logf("etcd cut off for %v; every node registered again %v after", 2*lease+time.Second, time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("etcd out for %v; every node registered again %v after the fault began", 2*lease+time.Second, time.Since(cutAt).Round(time.Millisecond))
 
 	runWorkers(64, keys, func(i int) { r.check(i+2, fmt.Sprintf("k%d", i), value(i)) })
 	if n, some := r.failures(); n > 0 {

@@ -66,6 +66,12 @@ type Group struct {
 	failed failures  // origin loads that just failed
 	gate   *loadGate // bounds concurrent origin loads; nil: no bound
 
+	// writing holds, by key, the writes this node applies as the key's
+	// owner that have not stored their value yet (beginWrite).
+	writingN  atomic.Int32
+	writingMu sync.Mutex
+	writing   map[string]*writes // guarded by writingMu
+
 	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
 	shedWarned atomic.Int64 // Unix nanoseconds of the last shed-load log line
 
@@ -180,6 +186,11 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 // at once, while one background load refreshes it; within stale-if-error
 // only when the load fails.
 func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
+	if !remote {
+		if err := g.awaitWrite(ctx, key, hb); err != nil {
+			return Value{}, err
+		}
+	}
 	var clk clock
 	var e entry
 	var stale *entry
@@ -308,18 +319,33 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	if err != nil {
 		return WriteResult{}, err
 	}
-	g.invalidate(key)
+	// The old value stays until the new one replaces it, so that a Get
+	// meanwhile reads one or the other and never loads the origin's; loads
+	// in flight are voided (the epoch) and one that begins now cannot store
+	// over the write (lru.add: an entry newer than the load).
+	g.fence(key)
+	// Every copy goes before the new value is served anywhere: were it
+	// stored first, a node could serve its old copy after another had
+	// served the new value (a read going back in time).
+	g.beginWrite(key)
+	defer g.endWrite(key)
+	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err // not applied: a copy may not have been dropped
+	}
 	now := time.Now()
 	if v.Expires.IsZero() && g.cfg.TTL > 0 {
 		v.Expires = now.Add(g.cfg.TTL)
 	}
-	if g.storable(v, now) {
-		if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
-			return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
-		}
+	if !g.storable(v, now) {
+		g.main.remove(key)
+	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
+		g.main.remove(key)
+		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
+	} else {
 		g.reclaim()
 	}
-	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
+	return res, nil
 }
 
 // Remove drops key at its owner (this node or a peer), which drops every
@@ -354,8 +380,104 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	if _, _, err := g.ownerGuard(key); err != nil {
 		return WriteResult{}, err
 	}
-	g.invalidate(key)
-	return WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}, nil
+	// As setLocal: the copies first, then the value here.
+	g.fence(key)
+	g.beginWrite(key)
+	defer g.endWrite(key)
+	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err
+	}
+	g.main.remove(key)
+	return res, nil
+}
+
+// writes are the writes of one key in progress at its owner.
+type writes struct {
+	n    int
+	done chan struct{} // closed when the last ends
+}
+
+// beginWrite marks key as being written by this node, its owner, until
+// endWrite. Meanwhile reads of key here wait for the write (awaitWrite):
+// the value the write replaces is not served once the write began, so that
+// no node can take a copy of it while the write drops the copies, and no
+// caller can join a fetch answered with it after the write is done.
+func (g *Group) beginWrite(key string) {
+	g.writingMu.Lock()
+	if g.writing == nil {
+		g.writing = map[string]*writes{}
+	}
+	w := g.writing[key]
+	if w == nil {
+		w = &writes{done: make(chan struct{})}
+		g.writing[key] = w
+	}
+	w.n++
+	g.writingN.Add(1)
+	g.writingMu.Unlock()
+}
+
+func (g *Group) endWrite(key string) {
+	// A load that overlapped the write may carry what the write replaced:
+	// its guard fails, so that it is neither stored nor copied (loadOrigin).
+	g.epoch(key).Add(1)
+	g.writingMu.Lock()
+	w := g.writing[key]
+	if w.n--; w.n == 0 {
+		delete(g.writing, key)
+		close(w.done)
+	}
+	g.writingN.Add(-1)
+	g.writingMu.Unlock()
+}
+
+// writeDone returns a channel closed when the writes of key in progress
+// here end, or nil if there are none.
+func (g *Group) writeDone(key string) <-chan struct{} {
+	if g.writingN.Load() == 0 {
+		return nil
+	}
+	g.writingMu.Lock()
+	defer g.writingMu.Unlock()
+	if w := g.writing[key]; w != nil {
+		return w.done
+	}
+	return nil
+}
+
+// beingWritten reports whether key is between beginWrite and endWrite.
+func (g *Group) beingWritten(key string) bool { return g.writeDone(key) != nil }
+
+// awaitWrite waits until no write of key is in progress here, beating with
+// hb meanwhile (a peer's request must not look hung), or until ctx ends.
+// A write takes one round of drops to the other nodes: milliseconds, or
+// about PeerTimeout + the copy lease when one of them cannot be reached.
+func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error {
+	for {
+		done := g.writeDone(key)
+		if done == nil {
+			return nil
+		}
+		var tick <-chan time.Time
+		if hb != nil {
+			hb.beat()
+			t := time.NewTicker(hb.interval)
+			tick = t.C
+			defer t.Stop()
+		}
+	wait:
+		for {
+			select {
+			case <-done:
+				break wait
+			case <-tick:
+				hb.beat()
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
 }
 
 // dropLocal drops this node's copies of key (main and hot) and nothing
@@ -396,12 +518,18 @@ func (g *Group) term() (uint64, bool) {
 // and drops its entries, in that order (see lru.add for why the order makes
 // a racing load harmless).
 func (g *Group) invalidate(key string) {
+	g.fence(key)
+	g.main.remove(key)
+}
+
+// fence is invalidate but for the main cache's entry, which a write
+// replaces rather than drops first.
+func (g *Group) fence(key string) {
 	g.noteWrite(key)
 	g.epoch(key).Add(1)
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
 	g.failed.forget(key)
-	g.main.remove(key)
 	g.hot.remove(key)
 	g.handoff.remove(key)
 }
@@ -645,7 +773,7 @@ func (g *Group) epoch(key string) *atomic.Uint64 {
 // loadGuard returns the guard of a load or fetch of key beginning now.
 func (g *Group) loadGuard(key string) guard {
 	e := g.epoch(key)
-	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
+	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load(), began: time.Now().UnixNano()}
 }
 
 func (g *Group) checkSet(key string, v Value) error {
@@ -801,6 +929,9 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
 				dest.add(key, stored, gd)
 			}
+			if !gd.holds() || g.beingWritten(key) {
+				v.NoStore = true // as for a load, below
+			}
 			return v, nil
 		}
 	}
@@ -864,6 +995,12 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		}
 		dest.add(key, stored, gd)
 		g.reclaim()
+	}
+	if !gd.holds() || g.beingWritten(key) {
+		// A write or a ring change overlapped the load, or a write is
+		// dropping the key's copies now: its value may be older than what
+		// the node serves once the write is done, so nobody may keep a copy.
+		v.NoStore = true
 	}
 	return v, nil
 }

@@ -444,13 +444,17 @@ func (l *lru) decode(v *view, e *entry) {
 	val.NoStore, val.Stale, val.Checksum = r.flags&noStore != 0, r.flags&stale != 0, r.checksum
 }
 
-// guard is what a load read before it began: the key's write epoch and the
-// group's ring generation. A load whose guard no longer holds when it
-// completes raced with a write of its key or a ring change, and its result
-// is not stored. The zero guard always holds.
+// guard is what a load read before it began: the key's write epoch, the
+// group's ring generation and the time. A load whose guard no longer holds
+// when it completes raced with a write of its key or a ring change, and its
+// result is not stored; nor is it stored over an entry stored after the
+// load began (a write that landed between the load's look and its store:
+// the epoch alone cannot tell, when the load began after the write's epoch
+// bump and before its store). The zero guard always holds.
 type guard struct {
 	epoch, ring         *atomic.Uint64
 	wantEpoch, wantRing uint64
+	began               int64 // Unix nanoseconds; 0: replace whatever is there
 }
 
 func (g guard) holds() bool {
@@ -481,6 +485,9 @@ func (l *lru) add(key string, e entry, g guard) bool {
 	defer l.mu.Unlock()
 	if !g.holds() {
 		return false
+	}
+	if old, ok := l.index[h]; ok && g.began != 0 && l.rec(old).loaded > g.began {
+		return false // stored after the load began: newer than the load's result
 	}
 	return l.put(h, key, &e)
 }

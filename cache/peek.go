@@ -38,6 +38,9 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 		return Value{}, false, nil
 	}
 	_, remote := g.pick(key)
+	if !remote && g.beingWritten(key) {
+		return Value{}, false, nil // the slow path waits for the write
+	}
 	var clk clock
 	var e entry
 	if !g.look(key, remote, &clk, &e) {

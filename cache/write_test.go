@@ -1,0 +1,64 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestReadWaitsForAWriteInProgress holds a write at its owner while it
+// drops the other node's copy, and checks that a read at the owner
+// meanwhile answers neither the new value (the other node could still
+// serve its old copy after that: a read going back in time) nor the old
+// one once the write is done: it waits for the write, then returns the
+// new value. GetCached, which never waits, reports a miss meanwhile.
+func TestReadWaitsForAWriteInProgress(t *testing.T) {
+	t.Parallel()
+	owner := func(string) int { return 0 }
+	c := newCluster(t, 2, owner, GroupConfig{MaxBytes: 1 << 20, HotAfter: 1}, func(int) Getter {
+		return GetterFunc(func(_ context.Context, key string) (Value, error) { return Value{Data: []byte("v:" + key)}, nil })
+	})
+	ctx := t.Context()
+	if _, err := c.groups[0].Set(ctx, "k", Value{Data: []byte("old")}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, c.groups[1], "k", "old") // node 1 keeps a copy
+
+	dropping, release := make(chan struct{}), make(chan struct{})
+	c.peers[1].beforeInvalidate = func() {
+		close(dropping)
+		<-release
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := c.groups[0].Set(ctx, "k", Value{Data: []byte("new")})
+		wrote <- err
+	}()
+	<-dropping
+	read := make(chan string, 1)
+	go func() {
+		v, err := c.groups[0].Get(ctx, "k")
+		if err != nil {
+			read <- err.Error()
+			return
+		}
+		read <- string(v.Data)
+	}()
+	select {
+	case got := <-read:
+		t.Fatalf("a read at the owner during the write returned %q before the write was done", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if v, ok, _ := c.groups[0].GetCached("k"); ok {
+		t.Fatalf("GetCached during the write = %q, want a miss", v.Data)
+	}
+	mustGet(t, c.groups[1], "k", "old") // not dropped yet: the write is not done
+	close(release)
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-read; got != "new" {
+		t.Fatalf("the read that waited for the write returned %q, want new", got)
+	}
+	mustGet(t, c.groups[1], "k", "new")
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// A register per key, read through a cache whose origin has a value of its
+// own for every key: the register starts as the origin's value, a PUT sets
+// it, a DELETE sets it back to the origin's (the next read loads it), and a
+// GET returns it. State "" stands for the origin's value.
+type (
+	regInput struct {
+		op    string // "get", "put" or "delete"
+		key   string
+		value string // put
+		node  int    // which node the client asked, for the descriptions
+	}
+	regOutput struct {
+		value string // get: what was read, "" for the origin's value
+	}
+)
+
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		for _, op := range history {
+			k := op.Input.(regInput).key
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, ops := range byKey {
+			out = append(out, ops)
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		in := input.(regInput)
+		switch in.op {
+		case "put":
+			return true, in.value
+		case "delete":
+			return true, ""
+		}
+		return output.(regOutput).value == state.(string), state
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(regInput)
+		switch in.op {
+		case "put":
+			return fmt.Sprintf("n%d put(%s, %s)", in.node, in.key, in.value)
+		case "delete":
+			return fmt.Sprintf("n%d delete(%s)", in.node, in.key)
+		}
+		v := output.(regOutput).value
+		if v == "" {
+			v = "origin"
+		}
+		return fmt.Sprintf("n%d get(%s) -> %s", in.node, in.key, v)
+	},
+	DescribeState: func(state any) string {
+		if state.(string) == "" {
+			return "origin"
+		}
+		return state.(string)
+	},
+}
+
+// history records the operations of clients on a cluster.
+type history struct {
+	mu   sync.Mutex
+	ops  []porcupine.Operation
+	open []int // indexes of writes whose outcome is unknown
+}
+
+// record adds an operation; a write whose outcome is unknown (no answer, or
+// a 5xx that may come after it was applied) may have happened at any time
+// after its call, so it returns at the history's end (closeOpen).
+func (h *history) record(client int, in regInput, out regOutput, call, ret time.Time, known bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call.UnixNano(), Return: ret.UnixNano()})
+	if !known {
+		h.open = append(h.open, len(h.ops)-1)
+	}
+}
+
+func (h *history) closeOpen(end time.Time) {
+	for _, i := range h.open {
+		h.ops[i].Return = end.UnixNano()
+	}
+}
+
+// runClients runs clients that read and write keys through random nodes
+// until stop is closed: 60% GET, 30% PUT of a value never written before,
+// 10% DELETE.
+func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}) *history {
+	h := &history{}
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 1))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("h%02d", rng.IntN(keys))
+				node := rng.IntN(len(r.urls))
+				url := r.urls[node] + "/cache/g/" + key
+				call := time.Now()
+				switch p := rng.IntN(10); {
+				case p < 6:
+					code, body := r.do(http.MethodGet, url, "")
+					if code != http.StatusOK {
+						continue // a failed read changes nothing
+					}
+					if body == "v:"+key {
+						body = ""
+					}
+					h.record(c, regInput{op: "get", key: key, node: node}, regOutput{value: body}, call, time.Now(), true)
+				case p < 9:
+					v := fmt.Sprintf("w-c%d-%d", c, n)
+					code, _ := r.do(http.MethodPut, url, v)
+					h.record(c, regInput{op: "put", key: key, value: v, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
+				default:
+					code, _ := r.do(http.MethodDelete, url, "")
+					h.record(c, regInput{op: "delete", key: key, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	h.closeOpen(time.Now())
+	return h
+}
+
+// etcdHealthy is etcd without a fault: the control of the history test.
+func etcdHealthy(t *testing.T) etcdFault {
+	f := etcdCut(t)
+	f.inject, f.heal = func() {}, func() {}
+	return f
+}
+
+// TestEtcdFaultsLinearizable runs 8 clients writing and reading 16 keys
+// through every node of a 3-node cluster while etcd stalls or is cut off
+// from the nodes for twice the lease TTL, and checks every key's history
+// for linearizability with porcupine: no acknowledged write is lost, no
+// read returns a value that was replaced, none goes back to an older one.
+func TestEtcdFaultsLinearizable(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		fault func(*testing.T) etcdFault
+	}{{"none", etcdHealthy}, {"cut", etcdCut}, {"stall", etcdStall}} {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
+			etcd := f.fault(t)
+			o := newCountingOrigin(t, 0)
+			nodes, urls, outs := startCluster(t, 3, o, "", func(c *Config) {
+				c.Peers = nil
+				c.Etcd = []string{etcd.endpoint}
+				c.Public.WriteToken = testToken
+				c.LogLevel = "info"
+			})
+			defer func() {
+				if t.Failed() {
+					for i, out := range outs {
+						t.Logf("node %s's log:\n%s", nodes[i].nodeID, out)
+					}
+				}
+			}()
+			awaitNodes(t, nodes, "in a ring of 3", func(n *node) bool { return n.members() == 3 })
+			r := &reader{t: t, c: clientFrom("127.0.0.1", 16), urls: urls}
+
+			stop := make(chan struct{})
+			done := make(chan *history)
+			go func() { done <- runClients(t, r, 8, 16, stop) }()
+			time.Sleep(2 * time.Second)
+			etcd.inject()
+			time.Sleep(2*DefaultConfig().LeaseTTL + time.Second)
+			etcd.heal()
+			awaitNodes(t, nodes, "registered again", func(n *node) bool { c, _ := n.etcdConnected(); return c })
+			time.Sleep(3 * time.Second)
+			close(stop)
+			h := <-done
+
+			res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, time.Minute)
+			t.Logf("%d operations (%d writes without a known outcome) on 16 keys: %v", len(h.ops), len(h.open), res)
+			if res != porcupine.Ok {
+				file := filepath.Join(t.TempDir(), "history.html")
+				if f, err := os.Create(file); err == nil {
+					porcupine.Visualize(registerModel, info, f)
+					f.Close()
+					if dir := os.Getenv("RINGCACHE_HISTORY_DIR"); dir != "" {
+						data, _ := os.ReadFile(file)
+						os.WriteFile(filepath.Join(dir, t.Name()[len("TestEtcdFaultsLinearizable/"):]+".html"), data, 0o644)
+					}
+				}
+				t.Errorf("the history is %v (set RINGCACHE_HISTORY_DIR to keep its visualization)\n%s", res, explain(h.ops))
+			}
+		})
+	}
+}

@@ -183,16 +183,27 @@ func (n *Node) settleProbes(after time.Duration) {
 // followRegistration makes the node check its term as soon as m says its
 // registration changed, rather than on the next request: a node that
 // registered again then asks its peers at once, and its cache is held
-// again, or starts over, before requests need it.
+// again, or starts over, before requests need it. While the registration
+// may have lapsed it checks every half contact lease, which keeps its
+// peers' word fresh (Pool.MemberConfirmed probes them when it is not).
 func (n *Node) followRegistration(m Membership) {
 	ch, ok := m.(interface{ Changed() <-chan struct{} })
 	if !ok {
 		return
 	}
+	// While the registration may have lapsed (etcd out of reach), the
+	// node asks its peers every half contact lease, so that their word is
+	// fresh when etcd answers again, whether or not requests came meanwhile.
+	tick := time.NewTicker(n.pool.cfg.LeaseTTL / 2)
 	n.pool.goBackground(func(ctx context.Context) {
+		defer tick.Stop()
 		for {
 			select {
 			case <-ch.Changed():
+			case <-tick.C:
+				if _, held := m.Tenure(); held {
+					continue
+				}
 			case <-ctx.Done():
 				return
 			}

@@ -646,11 +646,13 @@ func (g *Group) noteWrite(key string) {
 // losing key, within the hand-off window. It never loads and never asks a
 // peer.
 func (g *Group) Handoff(key string) (Value, bool) {
-	if _, remote := g.pick(key); !remote {
-		v, err, ok := g.lookup(key, false)
-		return v, ok && err == nil
+	// The main cache first, whatever the ring says: a node that leaves
+	// picks the next owners for every key (transport's LeaveRing) while it
+	// still holds the values they ask it for.
+	if v, err, ok := g.lookup(key, false); ok && err == nil {
+		return v, true
 	}
-	if !g.inHandoff() {
+	if _, remote := g.pick(key); !remote || !g.inHandoff() {
 		return Value{}, false
 	}
 	e, ok := g.handoff.get(key, new(clock))

@@ -412,10 +412,12 @@ func (n *Node) AddServer(srv Server) error {
 //
 //  1. it turns not ready (/readyz answers 503);
 //  2. with a membership, it tells the others that it leaves (they drop it
-//     from their rings at once), stops applying writes (cache.Node.Retire)
-//     and hands the values it owns to their next owners (Pool.Drain),
-//     within half of ctx's remaining time, then closes the membership. It
-//     keeps serving reads and hand-offs meanwhile;
+//     from their rings at once), asks their next owners for every key
+//     from then on (Pool.LeaveRing: they may take writes it would not
+//     see), stops applying writes (cache.Node.Retire) and hands the values
+//     it owns to their next owners (Pool.Drain), within half of ctx's
+//     remaining time, then closes the membership. It keeps serving reads,
+//     through the next owners, and hand-offs meanwhile;
 //  3. its servers (those that Serve runs and AddServer adds) finish the
 //     requests in flight and close, and it waits for requests in flight
 //     through its handlers in any other server;
@@ -477,6 +479,7 @@ func (n *Node) leave(ctx context.Context, m Membership) {
 		// hand-off now would race their rings.
 		n.log.Warn("marking this node as leaving", "err", err)
 	} else {
+		n.pool.LeaveRing()
 		n.cache.Retire()
 		dctx, cancel := ctx, context.CancelFunc(func() {})
 		if d, ok := ctx.Deadline(); ok {

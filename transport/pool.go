@@ -48,6 +48,8 @@ type Pool struct {
 
 	versions peerVersions // each member's last reported ring version, for status pages
 
+	leaving atomic.Pointer[leavingRing] // set by LeaveRing; nil while a member
+
 	boot    string // this run's id, in the tokens of the members (tenure.go)
 	changes uint64 // guarded by mu: rings installed by Set, SetWeighted, SetRanges
 	drops   drops  // peers that dropped this node (tenure.go)
@@ -347,11 +349,47 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 // PickPeer returns the peer that owns key, and false when this node owns it.
 func (p *Pool) PickPeer(key string) (cache.Peer, bool) {
 	st := p.state.Load()
-	owner := st.ring.Get(key)
+	r := st.ring
+	if l := p.leaving.Load(); l != nil {
+		r = p.ringAfter(st, l)
+	}
+	owner := r.Get(key)
 	if owner == "" || owner == p.cfg.Self {
 		return nil, false
 	}
 	return st.peers[owner], true
+}
+
+// leavingRing is the ring without this node, for the membership st.
+type leavingRing struct {
+	st    *poolState
+	after ring
+}
+
+// LeaveRing makes this node pick key owners by the ring without itself,
+// as the others do once it told them it leaves: its reads then go to the
+// keys' new owners, which may have taken writes it does not see, rather
+// than to what it still holds (which it hands over, Drain). Call it when
+// the others were told.
+func (p *Pool) LeaveRing() {
+	st := p.state.Load()
+	if after := ringWithout(st.ring, p.cfg.Self); after != nil {
+		p.leaving.Store(&leavingRing{st: st, after: after})
+	}
+}
+
+// ringAfter returns l's ring without this node, rebuilt if the membership
+// changed since.
+func (p *Pool) ringAfter(st *poolState, l *leavingRing) ring {
+	if l.st == st {
+		return l.after
+	}
+	after := ringWithout(st.ring, p.cfg.Self)
+	if after == nil {
+		return st.ring
+	}
+	p.leaving.Store(&leavingRing{st: st, after: after})
+	return after
 }
 
 // Peers returns every member but this node. The slice is the caller's.

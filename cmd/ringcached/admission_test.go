@@ -27,6 +27,13 @@ type countingOrigin struct {
 	loads   map[string]int
 	running map[string]int // by node prefix
 	peak    map[string]int // by node prefix
+	log     []originLoad   // every load, for explaining a history
+}
+
+// originLoad is one load: which node asked for which key, when.
+type originLoad struct {
+	node, key string
+	at        time.Time
 }
 
 func newCountingOrigin(t testing.TB, delay time.Duration) *countingOrigin {
@@ -35,6 +42,7 @@ func newCountingOrigin(t testing.TB, delay time.Duration) *countingOrigin {
 		node, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
 		o.mu.Lock()
 		o.loads[key]++
+		o.log = append(o.log, originLoad{node, key, time.Now()})
 		o.running[node]++
 		o.peak[node] = max(o.peak[node], o.running[node])
 		o.mu.Unlock()
@@ -68,13 +76,29 @@ func (o *countingOrigin) stats() (loads, mostOfOneKey, peak int) {
 // options (the -group syntax, without name, origin and url) apply to
 // every node. It returns each node's base URL.
 func startDefaultCluster(t testing.TB, n int, o *countingOrigin, extra string) []string {
-	_, urls, _ := startCluster(t, n, o, extra, nil)
-	return urls
+	return startCluster(t, n, o, extra, nil).urls
+}
+
+// testCluster is the nodes of startCluster, with what they were started
+// from and their logs.
+type testCluster struct {
+	nodes []*node
+	urls  []string
+	outs  []*output
+	cfgs  []Config
+}
+
+// restart stops node i gracefully (it leaves and hands its values over)
+// and starts it again from the same configuration.
+func (c *testCluster) restart(t testing.TB, i int) {
+	t.Helper()
+	c.nodes[i].stop(t.Context())
+	c.nodes[i], c.outs[i] = startTestNode(t, c.cfgs[i])
 }
 
 // startCluster is startDefaultCluster with mod, if not nil, applied to each
-// node's configuration last; it also returns the nodes and their logs.
-func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func(*Config)) ([]*node, []string, []*output) {
+// node's configuration last.
+func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func(*Config)) *testCluster {
 	t.Helper()
 	addrs := make([]string, n)
 	urls := make([]string, n)
@@ -82,7 +106,7 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 		addrs[i] = freeAddr(t)
 		urls[i] = "http://" + addrs[i]
 	}
-	nodes, outs := make([]*node, n), make([]*output, n)
+	c := &testCluster{nodes: make([]*node, n), urls: urls, outs: make([]*output, n), cfgs: make([]Config, n)}
 	for i := range addrs {
 		cfg := DefaultConfig()
 		cfg.Listen = addrs[i]
@@ -109,9 +133,10 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 		if mod != nil {
 			mod(&cfg)
 		}
-		nodes[i], outs[i] = startTestNode(t, cfg)
+		c.cfgs[i] = cfg
+		c.nodes[i], c.outs[i] = startTestNode(t, cfg)
 	}
-	return nodes, urls, outs
+	return c
 }
 
 // clientFrom is one address's HTTP client: its connections come from ip (a

@@ -194,12 +194,13 @@ func TestEtcdFaultsKeepCaches(t *testing.T) {
 func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
 	const keys, written = 2000, 100
 	o := newCountingOrigin(t, 0)
-	nodes, urls, outs := startCluster(t, size, o, "", func(c *Config) {
+	tc := startCluster(t, size, o, "", func(c *Config) {
 		c.Peers = nil
 		c.Etcd = []string{etcd.endpoint}
 		c.Public.WriteToken = testToken
 		c.LogLevel = "info"
 	})
+	nodes, urls, outs := tc.nodes, tc.urls, tc.outs
 	defer func() {
 		if t.Failed() {
 			for i, out := range outs {

@@ -11,7 +11,7 @@ import (
 // explain finds, in an illegal history, a key whose operations are not
 // linearizable and the shortest prefix (by call time) that is not, and
 // describes the operations around its end.
-func explain(ops []porcupine.Operation) string {
+func explain(ops []porcupine.Operation, o *countingOrigin) string {
 	byKey := map[string][]porcupine.Operation{}
 	for _, op := range ops {
 		k := op.Input.(regInput).key
@@ -39,9 +39,17 @@ func explain(ops []porcupine.Operation) string {
 		}
 		t0 := kops[0].Call
 		out := fmt.Sprintf("key %s: illegal from its operation %d of %d:\n", k, lo, len(kops))
-		for _, op := range kops[max(0, lo-15):lo] {
+		window := kops[max(0, lo-15):lo]
+		for _, op := range window {
 			out += fmt.Sprintf("  c%d %8.3fms..%8.3fms %s\n", op.ClientId, float64(op.Call-t0)/1e6, float64(op.Return-t0)/1e6, registerModel.DescribeOperation(op.Input, op.Output))
 		}
+		o.mu.Lock()
+		for _, l := range o.log {
+			if at := l.at.UnixNano(); l.key == k && at >= window[0].Call && at <= window[len(window)-1].Return {
+				out += fmt.Sprintf("  origin load by %s at %8.3fms\n", l.node, float64(at-t0)/1e6)
+			}
+		}
+		o.mu.Unlock()
 		return out
 	}
 	return "no single key is illegal"

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -166,12 +167,13 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 			t.Parallel()
 			etcd := f.fault(t)
 			o := newCountingOrigin(t, 0)
-			nodes, urls, outs := startCluster(t, 3, o, "", func(c *Config) {
+			tc := startCluster(t, 3, o, "", func(c *Config) {
 				c.Peers = nil
 				c.Etcd = []string{etcd.endpoint}
 				c.Public.WriteToken = testToken
 				c.LogLevel = "info"
 			})
+			nodes, urls, outs := tc.nodes, tc.urls, tc.outs
 			defer func() {
 				if t.Failed() {
 					for i, out := range outs {
@@ -194,20 +196,74 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 			close(stop)
 			h := <-done
 
-			res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, time.Minute)
-			t.Logf("%d operations (%d writes without a known outcome) on 16 keys: %v", len(h.ops), len(h.open), res)
-			if res != porcupine.Ok {
-				file := filepath.Join(t.TempDir(), "history.html")
-				if f, err := os.Create(file); err == nil {
-					porcupine.Visualize(registerModel, info, f)
-					f.Close()
-					if dir := os.Getenv("RINGCACHE_HISTORY_DIR"); dir != "" {
-						data, _ := os.ReadFile(file)
-						os.WriteFile(filepath.Join(dir, t.Name()[len("TestEtcdFaultsLinearizable/"):]+".html"), data, 0o644)
-					}
-				}
-				t.Errorf("the history is %v (set RINGCACHE_HISTORY_DIR to keep its visualization)\n%s", res, explain(h.ops))
-			}
+			checkHistory(t, h, o)
 		})
 	}
+}
+
+// checkHistory checks h with porcupine and fails t, describing the first
+// violation, if it is not linearizable.
+func checkHistory(t *testing.T, h *history, o *countingOrigin) {
+	t.Helper()
+	res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, time.Minute)
+	t.Logf("%d operations (%d writes without a known outcome) on 16 keys: %v", len(h.ops), len(h.open), res)
+	if res == porcupine.Ok {
+		return
+	}
+	if dir := os.Getenv("RINGCACHE_HISTORY_DIR"); dir != "" {
+		name := strings.ReplaceAll(t.Name(), "/", "-") + ".html"
+		if f, err := os.Create(filepath.Join(dir, name)); err == nil {
+			porcupine.Visualize(registerModel, info, f)
+			f.Close()
+		}
+	}
+	t.Errorf("the history is %v (set RINGCACHE_HISTORY_DIR to keep its visualization)\n%s", res, explain(h.ops, o))
+}
+
+// TestRollingRestartLinearizable restarts every node of a 3-node cluster
+// in etcd, one at a time and gracefully (each leaves, hands its values to
+// their next owners, and starts again), while 8 clients write and read 16
+// keys through every node; porcupine checks each key's history. A graceful
+// restart loses no acknowledged write: the hand-off carries written values
+// as it carries loaded ones.
+func TestRollingRestartLinearizable(t *testing.T) {
+	t.Skip(`known failure (issue 31, item 4), kept to be fixed, not to pass: ` +
+		`a rolling restart still loses acknowledged writes in two ways this test finds. ` +
+		`(1) A write forwarded to a key's new owner during the change fails (ErrNotOwner) ` +
+		`after its fence marked the key written since the ring change, so the new owner then ` +
+		`refuses the leaving node's hand-off of the value and loads the origin's. ` +
+		`(2) A node that restarts is in the others' rings before it serves; their fetches ` +
+		`to it hang for -peer-timeout and they load the key themselves (README's documented ` +
+		`fallback, which strict linearizability does not allow).`)
+	t.Parallel()
+	etcd := etcdHealthy(t)
+	o := newCountingOrigin(t, 0)
+	tc := startCluster(t, 3, o, "", func(c *Config) {
+		c.Peers = nil
+		c.Etcd = []string{etcd.endpoint}
+		c.Public.WriteToken = testToken
+		c.LogLevel = "info"
+	})
+	defer func() {
+		if t.Failed() {
+			for i, out := range tc.outs {
+				t.Logf("node %s's log:\n%s", tc.nodes[i].nodeID, out)
+			}
+		}
+	}()
+	inRing := func(n *node) bool { return n.members() == 3 }
+	awaitNodes(t, tc.nodes, "in a ring of 3", inRing)
+	r := &reader{t: t, c: clientFrom("127.0.0.1", 16), urls: tc.urls}
+	stop := make(chan struct{})
+	done := make(chan *history)
+	go func() { done <- runClients(t, r, 8, 16, stop) }()
+	time.Sleep(2 * time.Second)
+	for i := range tc.nodes {
+		tc.restart(t, i)
+		awaitNodes(t, tc.nodes, "in a ring of 3 again", inRing)
+		time.Sleep(time.Second)
+	}
+	time.Sleep(2 * time.Second)
+	close(stop)
+	checkHistory(t, <-done, o)
 }

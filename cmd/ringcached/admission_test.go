@@ -117,9 +117,14 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 		cfg.LogLevel = "warn"
 		if raceEnabled {
 			// Under the race detector a loaded node answers several
-			// times slower, and the hung-peer bypass would take an owner
-			// still loading for a hung one and load the key again.
+			// times slower: the hung-peer bypass would take an owner
+			// still loading for a hung one and load the key again, and a
+			// node whose etcd lease lapsed would find its peers' word
+			// (which counts for twice the copy lease) stale before their
+			// answers arrive. Both are measured at the defaults without
+			// the race detector.
 			cfg.PeerTimeout = 5 * time.Second
+			cfg.CopyLease = 3 * time.Second
 		}
 		spec := fmt.Sprintf("name=g,origin=http,url=%s/n%d/{key}", o.URL, i)
 		if extra != "" {

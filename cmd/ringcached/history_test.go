@@ -163,8 +163,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 		name  string
 		fault func(*testing.T) etcdFault
 	}{{"none", etcdHealthy}, {"cut", etcdCut}, {"stall", etcdStall}} {
-		t.Run(f.name, func(t *testing.T) {
-			t.Parallel()
+		t.Run(f.name, func(t *testing.T) { // one after another, as TestEtcdFaultsKeepCaches
 			etcd := f.fault(t)
 			o := newCountingOrigin(t, 0)
 			tc := startCluster(t, 3, o, "", func(c *Config) {

@@ -454,30 +454,28 @@ func (g *Group) beingWritten(key string) bool { return g.writeDone(key) != nil }
 // A write takes one round of drops to the other nodes: milliseconds, or
 // about PeerTimeout + the copy lease when one of them cannot be reached.
 func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error {
-	for {
-		done := g.writeDone(key)
-		if done == nil {
-			return nil
-		}
-		var tick <-chan time.Time
-		if hb != nil {
+	done := g.writeDone(key)
+	if done == nil {
+		return nil
+	}
+	var tick <-chan time.Time
+	if hb != nil {
+		hb.beat()
+		t := time.NewTicker(hb.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for done != nil {
+		select {
+		case <-done:
+			done = g.writeDone(key) // a write that began meanwhile
+		case <-tick:
 			hb.beat()
-			t := time.NewTicker(hb.interval)
-			tick = t.C
-			defer t.Stop()
-		}
-	wait:
-		for {
-			select {
-			case <-done:
-				break wait
-			case <-tick:
-				hb.beat()
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
+	return nil
 }
 
 // dropLocal drops this node's copies of key (main and hot) and nothing

@@ -73,6 +73,11 @@ type baseline struct {
 // request sent at sent: whether the peer counts it in, with its token. It
 // is called with every answer that carries one.
 func (p *Pool) noteMember(pe *peer, member bool, token string, sent time.Time) {
+	if p.leaving.Load() != nil {
+		// This node told the others it leaves: they drop it, as asked, and
+		// its cache must stay whole for the values it hands over.
+		return
+	}
 	d := &p.drops
 	epoch := d.epoch.Load()
 	b := pe.since.Load()

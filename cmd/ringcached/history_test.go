@@ -226,14 +226,17 @@ func checkHistory(t *testing.T, h *history, o *countingOrigin) {
 // restart loses no acknowledged write: the hand-off carries written values
 // as it carries loaded ones.
 func TestRollingRestartLinearizable(t *testing.T) {
-	t.Skip(`known failure (issue 31, item 4), kept to be fixed, not to pass: ` +
-		`a rolling restart still loses acknowledged writes in two ways this test finds. ` +
-		`(1) A write forwarded to a key's new owner during the change fails (ErrNotOwner) ` +
-		`after its fence marked the key written since the ring change, so the new owner then ` +
-		`refuses the leaving node's hand-off of the value and loads the origin's. ` +
-		`(2) A node that restarts is in the others' rings before it serves; their fetches ` +
-		`to it hang for -peer-timeout and they load the key themselves (README's documented ` +
-		`fallback, which strict linearizability does not allow).`)
+	if os.Getenv("RINGCACHE_RUN_KNOWN_FAILURES") == "" {
+		t.Skip(`known failure (issue 31, item 4), kept to be fixed, not to pass: ` +
+			`a rolling restart can still lose or bring back acknowledged writes (1 of 2 runs ` +
+			`here; every run before a leaving node learned to route by the ring without itself ` +
+			`and to keep its cache for the hand-off). Causes seen: a write forwarded to a key's ` +
+			`new owner during the change fails (ErrNotOwner) after its fence marked the key ` +
+			`written, so that owner refuses the hand-off and loads the origin's value; a restarted ` +
+			`node is in the others' rings before it serves, and their fetches to it fall back to ` +
+			`the origin after -peer-timeout; a read served an older PUT again after a restart. ` +
+			`Set RINGCACHE_RUN_KNOWN_FAILURES=1 to run it.`)
+	}
 	t.Parallel()
 	etcd := etcdHealthy(t)
 	o := newCountingOrigin(t, 0)

@@ -644,13 +644,18 @@ func (g *Group) noteWrite(key string) {
 // losing key, within the hand-off window. It never loads and never asks a
 // peer.
 func (g *Group) Handoff(key string) (Value, bool) {
-	// The main cache first, whatever the ring says: a node that leaves
-	// picks the next owners for every key (transport's LeaveRing) while it
-	// still holds the values they ask it for.
-	if v, err, ok := g.lookup(key, false); ok && err == nil {
-		return v, true
+	// A node that leaves picks the next owners for every key (transport's
+	// LeaveRing) while it still holds the values they ask it for: its main
+	// cache answers whatever the ring says. Any other node answers from its
+	// main cache only for keys it owns; a value there for a key it does not
+	// own (adopted from a leaving node) is not the newest.
+	_, remote := g.pick(key)
+	if !remote || g.node.retired.Load() {
+		if v, err, ok := g.lookup(key, false); ok && err == nil {
+			return v, true
+		}
 	}
-	if _, remote := g.pick(key); !remote || !g.inHandoff() {
+	if !remote || !g.inHandoff() {
 		return Value{}, false
 	}
 	e, ok := g.handoff.get(key, new(clock))

@@ -43,6 +43,15 @@ func explain(ops []porcupine.Operation, o *countingOrigin) string {
 		for _, op := range window {
 			out += fmt.Sprintf("  c%d %8.3fms..%8.3fms %s\n", op.ClientId, float64(op.Call-t0)/1e6, float64(op.Return-t0)/1e6, registerModel.DescribeOperation(op.Input, op.Output))
 		}
+		// The write of the value the last read returned, if the window
+		// does not show it: a read of an older write.
+		if last := kops[lo-1]; last.Input.(regInput).op == "get" {
+			for _, op := range kops {
+				if in := op.Input.(regInput); in.op == "put" && in.value == last.Output.(regOutput).value {
+					out += fmt.Sprintf("  its write: c%d %8.3fms..%8.3fms %s\n", op.ClientId, float64(op.Call-t0)/1e6, float64(op.Return-t0)/1e6, registerModel.DescribeOperation(op.Input, op.Output))
+				}
+			}
+		}
 		o.mu.Lock()
 		for _, l := range o.log {
 			if at := l.at.UnixNano(); l.key == k && at >= window[0].Call && at <= window[len(window)-1].Return {

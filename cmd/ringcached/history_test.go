@@ -228,13 +228,12 @@ func checkHistory(t *testing.T, h *history, o *countingOrigin) {
 func TestRollingRestartLinearizable(t *testing.T) {
 	if os.Getenv("RINGCACHE_RUN_KNOWN_FAILURES") == "" {
 		t.Skip(`known failure (issue 31, item 4), kept to be fixed, not to pass: ` +
-			`a rolling restart can still lose or bring back acknowledged writes (1 of 2 runs ` +
-			`here; every run before a leaving node learned to route by the ring without itself ` +
-			`and to keep its cache for the hand-off). Causes seen: a write forwarded to a key's ` +
-			`new owner during the change fails (ErrNotOwner) after its fence marked the key ` +
-			`written, so that owner refuses the hand-off and loads the origin's value; a restarted ` +
-			`node is in the others' rings before it serves, and their fetches to it fall back to ` +
-			`the origin after -peer-timeout; a read served an older PUT again after a restart. ` +
+			`a rolling restart can still lose acknowledged writes, in the windows where the ` +
+			`nodes disagree about the ring. A node that restarts is in the others' rings before ` +
+			`it serves, so their fetches to it fall back to the origin after -peer-timeout; and ` +
+			`a leaving node routes by the ring without itself before the others do, so the next ` +
+			`owner it asks may still count it the owner and load the key as a fallback copy. ` +
+			`Both need routing that knows the ring versions. ` +
 			`Set RINGCACHE_RUN_KNOWN_FAILURES=1 to run it.`)
 	}
 	t.Parallel()

@@ -644,8 +644,9 @@ func (g *Group) noteWrite(key string) {
 // losing key, within the hand-off window. It never loads and never asks a
 // peer.
 func (g *Group) Handoff(key string) (Value, bool) {
-	// A node that leaves picks the next owners for every key (transport's
-	// LeaveRing) while it still holds the values they ask it for: its main
+	// A node that leaves picks the next owners for every key (transport
+	// does, once the node is retired) while it still holds the values they
+	// ask it for: its main
 	// cache answers whatever the ring says. Any other node answers from its
 	// main cache only for keys it owns; a value there for a key it does not
 	// own (adopted from a leaving node) is not the newest.

@@ -266,7 +266,7 @@ func (n *Node) tenure() (uint64, bool) {
 		return 0, false // not registered yet
 	}
 	if t := n.terms.cur.Load(); t != nil && t.reg == reg && t.pending == 0 {
-		if _, dropped := n.pool.DroppedBy(); !dropped {
+		if _, dropped := n.pool.droppedBy(); !dropped {
 			if held {
 				return t.cache, true
 			}
@@ -282,16 +282,16 @@ func (n *Node) tenure() (uint64, bool) {
 func (n *Node) changeTerm(reg uint64, held bool) (uint64, bool) {
 	n.terms.mu.Lock()
 	t := n.terms.cur.Load()
-	peer, dropped := n.pool.DroppedBy()
+	peer, dropped := n.pool.droppedBy()
 	switch {
 	case t == nil:
 		t = &cacheTerm{cache: 1, reg: reg}
-		n.pool.ResetDrops()
-		n.pool.ProbeMembers() // each peer's first token is its baseline
+		n.pool.resetDrops()
+		n.pool.probeMembers() // each peer's first token is its baseline
 	case dropped:
 		t = &cacheTerm{cache: t.cache + 1, reg: reg}
-		n.pool.ResetDrops()
-		n.pool.ProbeMembers()
+		n.pool.resetDrops()
+		n.pool.probeMembers()
 		n.log.Warn("transport: the cache starts a new term: a peer dropped this node, and may have owned its keys meanwhile",
 			"peer", peer, "term", t.cache)
 	case t.reg != reg:
@@ -305,14 +305,14 @@ func (n *Node) changeTerm(reg uint64, held bool) (uint64, bool) {
 		switch ok, unknown := n.pool.confirmedSince(t.pending); {
 		case unknown:
 			t = &cacheTerm{cache: t.cache + 1, reg: reg}
-			n.pool.ResetDrops()
-			n.pool.ProbeMembers()
+			n.pool.resetDrops()
+			n.pool.probeMembers()
 			n.log.Warn("transport: the cache starts a new term: a peer's history with this node is not known", "term", t.cache)
 		case ok:
 			t = &cacheTerm{cache: t.cache, reg: reg}
 			n.log.Info("transport: every peer kept this node while its registration lapsed; the cache is kept", "term", t.cache)
 		default:
-			n.pool.ProbeMembers() // one probe a peer at a time
+			n.pool.probeMembers() // one probe a peer at a time
 		}
 	}
 	n.terms.cur.Store(t)
@@ -413,7 +413,7 @@ func (n *Node) AddServer(srv Server) error {
 //  1. it turns not ready (/readyz answers 503);
 //  2. with a membership, it tells the others that it leaves (they drop it
 //     from their rings at once), asks their next owners for every key
-//     from then on (Pool.LeaveRing: they may take writes it would not
+//     from then on (Pool.leaveRing: they may take writes it would not
 //     see), stops applying writes (cache.Node.Retire) and hands the values
 //     it owns to their next owners (Pool.Drain), within half of ctx's
 //     remaining time, then closes the membership. It keeps serving reads,
@@ -479,7 +479,7 @@ func (n *Node) leave(ctx context.Context, m Membership) {
 		// hand-off now would race their rings.
 		n.log.Warn("marking this node as leaving", "err", err)
 	} else {
-		n.pool.LeaveRing()
+		n.pool.leaveRing()
 		n.cache.Retire()
 		dctx, cancel := ctx, context.CancelFunc(func() {})
 		if d, ok := ctx.Deadline(); ok {

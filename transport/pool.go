@@ -48,7 +48,7 @@ type Pool struct {
 
 	versions peerVersions // each member's last reported ring version, for status pages
 
-	leaving atomic.Pointer[leavingRing] // set by LeaveRing; nil while a member
+	leaving atomic.Pointer[leavingRing] // set by leaveRing; nil while a member
 
 	boot    string // this run's id, in the tokens of the members (tenure.go)
 	changes uint64 // guarded by mu: rings installed by Set, SetWeighted, SetRanges
@@ -366,12 +366,12 @@ type leavingRing struct {
 	after ring
 }
 
-// LeaveRing makes this node pick key owners by the ring without itself,
+// leaveRing makes this node pick key owners by the ring without itself,
 // as the others do once it told them it leaves: its reads then go to the
 // keys' new owners, which may have taken writes it does not see, rather
 // than to what it still holds (which it hands over, Drain). Call it when
 // the others were told.
-func (p *Pool) LeaveRing() {
+func (p *Pool) leaveRing() {
 	st := p.state.Load()
 	if after := ringWithout(st.ring, p.cfg.Self); after != nil {
 		p.leaving.Store(&leavingRing{st: st, after: after})

@@ -133,26 +133,26 @@ func (p *Pool) dropped(peer, how string) {
 	}
 }
 
-// DroppedBy returns a peer that dropped this node from its ring since the
-// last ResetDrops, and whether there is one.
-func (p *Pool) DroppedBy() (string, bool) {
+// droppedBy returns a peer that dropped this node from its ring since the
+// last resetDrops, and whether there is one.
+func (p *Pool) droppedBy() (string, bool) {
 	if by := p.drops.by.Load(); by != nil {
 		return *by, true
 	}
 	return "", false
 }
 
-// ResetDrops starts a new epoch: what peers said before no longer counts,
+// resetDrops starts a new epoch: what peers said before no longer counts,
 // and the first token each gives from now on is its baseline. The node
 // calls it when its cache starts a term.
-func (p *Pool) ResetDrops() {
+func (p *Pool) resetDrops() {
 	p.drops.epoch.Add(1)
 	p.drops.by.Store(nil)
 }
 
-// ProbeMembers asks every peer, in the background, whether it counts this
+// probeMembers asks every peer, in the background, whether it counts this
 // node in (and with which token).
-func (p *Pool) ProbeMembers() {
+func (p *Pool) probeMembers() {
 	for _, pe := range p.state.Load().peers {
 		pe.probe()
 	}
@@ -181,8 +181,8 @@ type terms struct {
 // has passed after a new registration: a peer whose watch lagged and that
 // dropped the node meanwhile then says so within about that time.
 func (n *Node) settleProbes(after time.Duration) {
-	n.pool.ProbeMembers()
-	time.AfterFunc(after, n.pool.ProbeMembers)
+	n.pool.probeMembers()
+	time.AfterFunc(after, n.pool.probeMembers)
 }
 
 // followRegistration makes the node check its term as soon as m says its

@@ -23,10 +23,10 @@ func TestMemberTokens(t *testing.T) {
 	pe := p.state.Load().peers["http://127.0.0.1:2"]
 	start := time.Now()
 	at := func(d time.Duration) time.Time { return start.Add(d) }
-	p.ResetDrops()
+	p.resetDrops()
 
 	p.noteMember(pe, false, "", at(0))
-	if _, dropped := p.DroppedBy(); dropped {
+	if _, dropped := p.droppedBy(); dropped {
 		t.Fatal("a peer that never counted the node in dropped it")
 	}
 	p.noteMember(pe, true, "boot1-3", at(1)) // the baseline
@@ -41,20 +41,20 @@ func TestMemberTokens(t *testing.T) {
 		t.Fatalf("confirmedSince after the same token = %v, %v; want confirmed", ok, unknown)
 	}
 	p.noteMember(pe, true, "boot2-1", at(4)) // restarted, with the node in its first ring
-	if _, dropped := p.DroppedBy(); dropped {
+	if _, dropped := p.droppedBy(); dropped {
 		t.Fatal("a restarted peer whose first ring held the node dropped it")
 	}
 	p.noteMember(pe, true, "boot2-5", at(5)) // took it back at its fifth ring
-	if by, dropped := p.DroppedBy(); !dropped || by != pe.url {
-		t.Fatalf("DroppedBy() = %q, %v after a new token; want %s", by, dropped, pe.url)
+	if by, dropped := p.droppedBy(); !dropped || by != pe.url {
+		t.Fatalf("droppedBy() = %q, %v after a new token; want %s", by, dropped, pe.url)
 	}
-	p.ResetDrops()
-	if _, dropped := p.DroppedBy(); dropped {
-		t.Fatal("a drop outlived ResetDrops")
+	p.resetDrops()
+	if _, dropped := p.droppedBy(); dropped {
+		t.Fatal("a drop outlived resetDrops")
 	}
 	p.noteMember(pe, true, "boot2-5", at(6))
 	p.noteMember(pe, false, "", at(7))
-	if _, dropped := p.DroppedBy(); !dropped {
+	if _, dropped := p.droppedBy(); !dropped {
 		t.Fatal("a peer that counted the node in and no longer does did not drop it")
 	}
 }

@@ -137,6 +137,7 @@ func runPut(ctx context.Context, args []string, env environ) error {
 	file := cmd.fs.String("file", "", `read the value from this file ("-" for stdin)`)
 	ttl := cmd.fs.Duration("ttl", 0, "expire the value after this long (whole seconds, rounded up); 0: never")
 	ctype := cmd.fs.String("content-type", "", "the value's Content-Type; empty: the node's default")
+	empty := cmd.fs.Bool("empty", false, "store an empty value read from stdin or -file (refused without it: nothing piped in is more often a mistake)")
 	pos, err := cmd.parse(args, 1, 2)
 	if err != nil {
 		return err
@@ -167,6 +168,9 @@ func runPut(ctx context.Context, args []string, env environ) error {
 	}
 	if len(value) > maxBody {
 		return fmt.Errorf("%w: put: value over %d bytes", errUsage, maxBody)
+	}
+	if len(value) == 0 && len(pos) == 1 && !*empty {
+		return fmt.Errorf("%w: put: the value read is empty; give -empty to store an empty value", errUsage)
 	}
 	hdr := http.Header{}
 	if *ttl > 0 {

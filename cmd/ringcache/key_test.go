@@ -157,6 +157,37 @@ func TestGetNotFound(t *testing.T) {
 	}
 }
 
+// TestPutEmpty checks that an empty stdin or file is refused unless -empty
+// says it is meant (nothing is stored), while an explicit empty argument
+// and -empty store an empty value.
+func TestPutEmpty(t *testing.T) {
+	urls := devCluster(t)
+	env := urlEnv(urls...)
+	key := freshPrefix("empty")
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"put", key}, {"put", "-file", empty, key}} {
+		r := cli(t, "", env, args...)
+		if r.code() != exitUsage || !strings.Contains(r.err.Error(), "-empty") {
+			t.Errorf("%v with nothing to read: exit %d, %v; want a usage error naming -empty", args, r.code(), r.err)
+		}
+	}
+	// Nothing was stored: the key still reads as the demo origin's value.
+	if r := cli(t, "", env, "get", key); r.err != nil || r.stdout == "" {
+		t.Fatalf("get after the refused puts = %q, %v; want the origin's value", r.stdout, r.err)
+	}
+	for _, args := range [][]string{{"put", "-empty", key}, {"put", key, ""}} {
+		if r := cli(t, "", env, args...); r.err != nil {
+			t.Fatalf("%v: %v", args, r.err)
+		}
+		if r := cli(t, "", env, "get", key); r.err != nil || r.stdout != "" {
+			t.Fatalf("get after %v = %q, %v; want the empty value", args, r.stdout, r.err)
+		}
+	}
+}
+
 func TestPutTooLarge(t *testing.T) {
 	urls := devCluster(t)
 	big := strings.Repeat("x", 1<<20+1) // over the default max-value-bytes

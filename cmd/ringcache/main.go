@@ -137,7 +137,7 @@ func usage(w io.Writer) {
 
 cluster commands (nodes from -url or RINGCACHE_URL, default http://127.0.0.1:8081):
   get KEY            print KEY's value in -group (default demo); exit 3 if not found
-  put KEY [VALUE]    store VALUE, or -file's contents, or stdin; -ttl sets an expiry
+  put KEY [VALUE]    store VALUE, or -file's contents, or stdin (an empty one needs -empty); -ttl sets an expiry
   del KEY            drop KEY on its owner and every copy on every node
   owner KEY          the node that owns KEY and its share of the ring
   members            each node's view of the ring, and the members' shares

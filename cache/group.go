@@ -338,9 +338,13 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 		v.Expires = now.Add(g.cfg.TTL)
 	}
 	if !g.storable(v, now) {
+		// A removal, as removeLocal's; the hand-off cache too, where a ring
+		// change meanwhile may have moved the old value.
 		g.main.remove(key)
+		g.handoff.remove(key)
 	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
-		g.main.remove(key)
+		// Not applied (the ring changed): the old value, wherever the
+		// change left it, is still the key's.
 		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
 	} else {
 		g.reclaim()
@@ -380,15 +384,18 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	if _, _, err := g.ownerGuard(key); err != nil {
 		return WriteResult{}, err
 	}
-	// As setLocal: the copies first, then the value here.
-	g.fence(key)
+	// The value goes here first, unlike setLocal's: reads of key here wait
+	// for the write anyway, and a ring change while the copies are dropped
+	// would otherwise move the removed value to the hand-off cache, for the
+	// key's next owner to take after the removal was acknowledged.
+	g.invalidate(key)
 	g.beginWrite(key)
 	defer g.endWrite(key)
 	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
 	}
-	g.main.remove(key)
+	g.handoff.remove(key)
 	return res, nil
 }
 

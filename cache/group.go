@@ -427,8 +427,12 @@ func (g *Group) beginWrite(key string) {
 
 func (g *Group) endWrite(key string) {
 	// A load that overlapped the write may carry what the write replaced:
-	// its guard fails, so that it is neither stored nor copied (loadOrigin).
+	// its guard fails, so that it is neither stored nor copied (loadOrigin),
+	// and no caller after the write joins it (a stale-while-revalidate
+	// refresh can begin after the fence, which forgot the loads before).
 	g.epoch(key).Add(1)
+	g.loads.forget(key, nil)
+	g.fetches.forget(key, nil)
 	g.writingMu.Lock()
 	w := g.writing[key]
 	if w.n--; w.n == 0 {
@@ -786,7 +790,7 @@ func (g *Group) epoch(key string) *atomic.Uint64 {
 // loadGuard returns the guard of a load or fetch of key beginning now.
 func (g *Group) loadGuard(key string) guard {
 	e := g.epoch(key)
-	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load(), began: time.Now().UnixNano()}
+	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
 }
 
 func (g *Group) checkSet(key string, v Value) error {
@@ -910,8 +914,11 @@ func (g *Group) load(ctx context.Context, key string, hb *heartbeat) (Value, err
 // copy for FallbackTTL.
 func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	// Read the guard before anything else: a write or a ring change from
-	// here on makes the result uncacheable.
+	// here on makes the result uncacheable, and so does a write stored
+	// before the result is (lru.add: began). A fetch's guard needs no
+	// began: the hot cache's copies carry no time stored.
 	gd := g.loadGuard(key)
+	gd.began = time.Now().UnixNano()
 	owner, remote := g.pick(key)
 	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,
 	// 2: starts a flight, finds 1's value here instead of loading again.
@@ -942,7 +949,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
 				dest.add(key, stored, gd)
 			}
-			if !gd.holds() || g.beingWritten(key) {
+			if !gd.holds() {
 				v.NoStore = true // as for a load, below
 			}
 			return v, nil
@@ -1009,10 +1016,11 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		dest.add(key, stored, gd)
 		g.reclaim()
 	}
-	if !gd.holds() || g.beingWritten(key) {
-		// A write or a ring change overlapped the load, or a write is
-		// dropping the key's copies now: its value may be older than what
-		// the node serves once the write is done, so nobody may keep a copy.
+	if !gd.holds() {
+		// A write (its fence or its end) or a ring change overlapped the
+		// load: its value may be older than what the node serves now, so
+		// nobody may keep a copy. (Reads at the owner wait for a write in
+		// progress, awaitWrite, so no load starts there during one.)
 		v.NoStore = true
 	}
 	return v, nil

@@ -199,8 +199,8 @@ func (n *Node) followRegistration(m Membership) {
 	// While the registration may have lapsed (etcd out of reach), the
 	// node asks its peers every half contact lease, so that their word is
 	// fresh when etcd answers again, whether or not requests came meanwhile.
-	tick := time.NewTicker(n.pool.cfg.LeaseTTL / 2)
 	n.pool.goBackground(func(ctx context.Context) {
+		tick := time.NewTicker(n.pool.cfg.LeaseTTL / 2)
 		defer tick.Stop()
 		for {
 			select {

@@ -180,6 +180,14 @@ type Config struct {
 	// again until they do. If nil, the claim always holds (static
 	// membership).
 	Tenure func() (term uint64, ok bool)
+	// Current, if not nil, reports whether this node has applied every
+	// purge that may have been made in the cluster (Group.Purge). While it
+	// reports false nothing is served from this node's caches, nor handed
+	// to another node: every read is a miss, loaded from the origin (once
+	// per key, as ever). With etcd membership (transport.Node) it is false
+	// once the node has not read the purge log for a purge lease. If nil,
+	// always true.
+	Current func() bool
 	// HandoffWindow is how long after a ring change the node keeps the
 	// values of keys it no longer owns, for their new owners to take, and
 	// asks a key's previous owner before it loads a key it now owns from

@@ -69,3 +69,15 @@ func (f *failures) forget(key string) {
 	delete(f.keys, key)
 	f.mu.Unlock()
 }
+
+// forgetIf drops the remembered errors of the keys for which match returns
+// true (a purge).
+func (f *failures) forgetIf(match func(key string) bool) {
+	f.mu.Lock()
+	for key := range f.keys {
+		if match(key) {
+			delete(f.keys, key)
+		}
+	}
+	f.mu.Unlock()
+}

@@ -108,3 +108,15 @@ func (f *flight) forget(key string, c *call) {
 	}
 	f.mu.Unlock()
 }
+
+// forgetIf forgets the loads in progress of the keys for which match
+// returns true (a purge).
+func (f *flight) forgetIf(match func(key string) bool) {
+	f.mu.Lock()
+	for key := range f.calls {
+		if match(key) {
+			delete(f.calls, key)
+		}
+	}
+	f.mu.Unlock()
+}

@@ -72,6 +72,8 @@ type Group struct {
 	writingMu sync.Mutex
 	writing   map[string]*writes // guarded by writingMu
 
+	purges inPurges // the purges in progress (purge.go)
+
 	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
 	shedWarned atomic.Int64 // Unix nanoseconds of the last shed-load log line
 
@@ -667,7 +669,7 @@ func (g *Group) Handoff(key string) (Value, bool) {
 			return v, true
 		}
 	}
-	if !remote || !g.inHandoff() {
+	if !remote || !g.inHandoff() || !g.node.current() {
 		return Value{}, false
 	}
 	e, ok := g.handoff.get(key, new(clock))
@@ -691,7 +693,7 @@ func (g *Group) Handoff(key string) (Value, bool) {
 // otherwise be lost, and the key loaded from the origin.
 func (g *Group) Adopt(key string, v Value) bool {
 	for {
-		if key == "" || !g.unwrittenSinceRingChange(key) {
+		if key == "" || !g.unwrittenSinceRingChange(key) || g.purges.active() {
 			return false
 		}
 		term, ok := g.term()
@@ -714,13 +716,18 @@ func (g *Group) Adopt(key string, v Value) bool {
 
 // Newest returns up to n of the main cache's values, most recently used
 // first, for a node that hands its values over before it leaves.
-func (g *Group) Newest(n int) []KeyValue { return values(g.main, n) }
+func (g *Group) Newest(n int) []KeyValue {
+	if !g.node.current() {
+		return nil // it may hold values a purge it missed dropped
+	}
+	return values(g.main, n)
+}
 
 // Kept returns up to n of the values this node kept, within the hand-off
 // window, for keys it no longer owns, most recently used first: for a node
 // that pushes them to their new owners.
 func (g *Group) Kept(n int) []KeyValue {
-	if !g.inHandoff() {
+	if !g.inHandoff() || !g.node.current() {
 		return nil
 	}
 	return values(g.handoff, n)
@@ -811,6 +818,9 @@ func (g *Group) checkSet(key string, v Value) error {
 // contact lease for a hot copy. It may be past its expiry, within its grace
 // (stale). It decodes into the caller's entry, as lru.getInto does.
 func (g *Group) look(key string, remote bool, clk *clock, e *entry) bool {
+	if !g.node.current() {
+		return false
+	}
 	if !remote {
 		if !g.main.getInto(key, clk, e) {
 			return false
@@ -942,7 +952,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	} else {
 		stored.stamp, held = g.term()
 	}
-	if !remote && held {
+	if !remote && held && !g.purges.active() {
 		if v, ok := g.pull(ctx, key); ok {
 			now := time.Now()
 			if g.storable(v, now) {
@@ -1087,8 +1097,8 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 // HotAfter recent misses), since the copy then displaces the least recently
 // used one.
 func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
-	if g.freq == nil {
-		return // no hot cache
+	if g.freq == nil || g.purges.active() {
+		return // no hot cache, or the peer may not have applied a purge yet
 	}
 	now := time.Now()
 	hv := v

@@ -20,13 +20,15 @@ const defaultHandoffWindow = time.Minute
 // Node owns a set of groups and the peer picker they share. Several Nodes
 // can live in one process. A Node is safe for concurrent use.
 type Node struct {
-	peers   PeerPicker
-	tenure  func() (uint64, bool)
-	handoff time.Duration // Config.HandoffWindow with its default
-	log     *slog.Logger
-	retired atomic.Bool      // see Retire
-	closed  atomic.Bool      // see Close
-	loads   inflight.Counter // the groups' loads and fetches in progress
+	peers  PeerPicker
+	tenure func() (uint64, bool)
+	// isCurrent is Config.Current (see current).
+	isCurrent func() bool
+	handoff   time.Duration // Config.HandoffWindow with its default
+	log       *slog.Logger
+	retired   atomic.Bool      // see Retire
+	closed    atomic.Bool      // see Close
+	loads     inflight.Counter // the groups' loads and fetches in progress
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
@@ -35,7 +37,7 @@ type Node struct {
 // New returns a Node with no groups. If cfg.Peers is a RingNotifier, the
 // Node registers with it.
 func New(cfg Config) *Node {
-	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, handoff: cfg.HandoffWindow, log: cfg.Logger, groups: make(map[string]*Group)}
+	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, isCurrent: cfg.Current, handoff: cfg.HandoffWindow, log: cfg.Logger, groups: make(map[string]*Group)}
 	if n.handoff == 0 {
 		n.handoff = defaultHandoffWindow
 	}

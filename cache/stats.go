@@ -21,6 +21,7 @@ type Stats struct {
 	HandoffsTaken int64 // values of keys that moved here taken from their previous owner (fetched or adopted) instead of loaded
 	HandoffsGiven int64 // values of keys that moved away handed to their new owner
 	StaleServed   int64 // values served past their expiry (stale-while-revalidate or stale-if-error)
+	Purged        int64 // entries dropped by purges (Purge, PurgePrefix), every cache of this node
 	LoadsRunning  int64 // origin loads running now (at most MaxLoads)
 	LoadsWaiting  int64 // origin loads waiting for a slot now (at most LoadQueue)
 	LoadsQueued   int64 // origin loads that had to wait for a slot, granted or not
@@ -42,7 +43,7 @@ type counters struct {
 	deduped, notFounds, errors        atomic.Int64
 	hotPromotions, tooLarge           atomic.Int64
 	handoffsTaken, handoffsGiven      atomic.Int64
-	staleServed                       atomic.Int64
+	staleServed, purged               atomic.Int64
 }
 
 // Stats returns a snapshot of the group's counters. The fields are read one
@@ -65,6 +66,7 @@ func (g *Group) Stats() Stats {
 		HandoffsTaken: g.st.handoffsTaken.Load(),
 		HandoffsGiven: g.st.handoffsGiven.Load(),
 		StaleServed:   g.st.staleServed.Load(),
+		Purged:        g.st.purged.Load(),
 	}
 	running, waiting := g.gate.usage()
 	s.LoadsRunning, s.LoadsWaiting = int64(running), int64(waiting)

@@ -23,6 +23,7 @@ const (
 	DefaultMaxKeyBytes         = 250
 	DefaultSignatureWindow     = 30 * time.Second
 	DefaultMaxNonces           = 1 << 18
+	DefaultPurgeLease          = 30 * time.Second
 )
 
 // Config configures a Pool. A groupcache peer interoperates when BasePath,
@@ -78,6 +79,15 @@ type Config struct {
 	// the ring (its lease and hold-down running out) requests for its keys
 	// fall back to a local load at once instead of each waiting to fail.
 	DialTimeout time.Duration
+
+	// PurgeLease bounds how long a node with a purge log (etcd membership)
+	// serves from its caches after it last read the log, itself or through
+	// a peer that had: past it the node serves every read from the origin,
+	// keeping its caches, until it reads the log again. It is how long a
+	// purge waits for a node it cannot reach before it returns (a node it
+	// reached answers at once), and how long etcd can be out of reach of
+	// every node before the caches stop serving. If zero, 30s.
+	PurgeLease time.Duration
 
 	// MaxResponseBytes bounds a value read from a peer; a larger response
 	// is an ErrBadResponse (and the caller loads locally). If zero, 64 MiB.
@@ -160,6 +170,7 @@ func DefaultConfig() Config {
 		Hash:                consistenthash.CRC32,
 		PeerTimeout:         DefaultPeerTimeout,
 		LeaseTTL:            DefaultLeaseTTL,
+		PurgeLease:          DefaultPurgeLease,
 		MaxResponseBytes:    DefaultMaxResponseBytes,
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
 		MaxKeyBytes:         DefaultMaxKeyBytes,
@@ -199,6 +210,7 @@ func (c Config) Validate() error {
 		v     time.Duration
 	}{
 		{"PeerTimeout", c.PeerTimeout}, {"LeaseTTL", c.LeaseTTL}, {"DialTimeout", c.DialTimeout}, {"SignatureWindow", c.SignatureWindow},
+		{"PurgeLease", c.PurgeLease},
 	} {
 		if d.v < 0 {
 			return fieldError(d.field, "%v: must not be negative", d.v)
@@ -239,6 +251,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	c.PeerTimeout = cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
+	c.PurgeLease = cmp.Or(c.PurgeLease, DefaultPurgeLease)
 	c.DialTimeout = cmp.Or(c.DialTimeout, min(DefaultDialTimeout, c.PeerTimeout))
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)

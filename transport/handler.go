@@ -93,6 +93,9 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		h.serveKey(w, r, r.PathValue("group"), r.PathValue("key"))
 	})
+	h.mux.HandleFunc("DELETE "+PublicPrefix+"{group}", func(w http.ResponseWriter, r *http.Request) {
+		h.servePurge(w, r, r.PathValue("group"))
+	})
 	h.mux.HandleFunc(PublicPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: want %s{group}/{key}", ErrBadPath, PublicPrefix))
 	})

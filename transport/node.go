@@ -126,7 +126,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: log, pool: pool}
-	n.cache = cache.New(cache.Config{Peers: pool, Logger: log, Tenure: n.tenure, HandoffWindow: cfg.HandoffWindow})
+	n.cache = cache.New(cache.Config{Peers: pool, Logger: log, Tenure: n.tenure, Current: pool.PurgesCurrent, HandoffWindow: cfg.HandoffWindow})
 	if cfg.HandoffWindow >= 0 && !cfg.NoOffer {
 		pool.OfferOnChange(n.cache) // values follow their keys after a ring change
 	}
@@ -229,7 +229,9 @@ func (n *Node) applied(err error) error {
 }
 
 // SetMembership makes m the node's registration: its Tenure guards the
-// main cache, its Ready is part of the node's, and Shutdown leaves it. Call
+// main cache, its Ready is part of the node's, and Shutdown leaves it. If
+// m is a PurgeLog (a *peers.Registry is), purges are recorded in it, and
+// the node reads it every Pool.PurgeLease/4 (see Config.PurgeLease). Call
 // it once m is built (peers.New with this node as its Setter), before the
 // node serves.
 func (n *Node) SetMembership(m Membership) {
@@ -239,6 +241,10 @@ func (n *Node) SetMembership(m Membership) {
 	}
 	n.member.Store(&memberBox{m})
 	n.followRegistration(m)
+	if log, ok := m.(PurgeLog); ok {
+		n.pool.purges.log.Store(&purgeLogBox{log})
+		n.pool.goBackground(func(ctx context.Context) { n.pool.purges.follow(ctx, log) })
+	}
 }
 
 func (n *Node) membership() Membership {

@@ -34,7 +34,9 @@ import (
 // and <BasePath>_lease, the contact-lease ping (lease.go);
 // <BasePath>_fetch/<group>, a POST of keys answered from this node's caches
 // (coalesce.go); <BasePath>_adopt/<group>, values handed over by a leaving
-// node (drain.go). Writes answer
+// node (drain.go); <BasePath>_purge, a POST of a purge to apply, and
+// <BasePath>_purges, a GET of the purges applied since a revision
+// (purge.go). Writes answer
 // with X-Ringcache-Unreached naming the nodes that could not be told. A key
 // the origin does not have is a 404 with the X-Ringcache-Not-Found header;
 // an unknown group is a plain 404, as in groupcache. With Config.Secrets
@@ -42,6 +44,7 @@ import (
 // before anything else is looked at (a PUT whose body does not match its
 // signed hash, once the body is read).
 func (p *Pool) PeerHandler(node *cache.Node) http.Handler {
+	p.purges.node.Store(node)
 	return &peerHandler{pool: p, node: node}
 }
 
@@ -93,6 +96,14 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if batch {
 		h.serveBatch(w, r, strings.TrimPrefix(path, cfg.BasePath+batchRoute), grant)
+		return
+	}
+	if r.Method == http.MethodPost && path == cfg.BasePath+purgeRoute {
+		h.servePurge(w, r)
+		return
+	}
+	if r.Method == http.MethodGet && path == cfg.BasePath+purgesRoute {
+		h.servePurges(w, r)
 		return
 	}
 	if r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+adoptRoute) {

@@ -53,6 +53,8 @@ type Pool struct {
 	boot    string // this run's id, in the tokens of the members (tenure.go)
 	changes uint64 // guarded by mu: rings installed by Set, SetWeighted, SetRanges
 	drops   drops  // peers that dropped this node (tenure.go)
+
+	purges *purges // cluster-wide purges (purge.go)
 }
 
 // versionPair is a disagreement between this node's ring and a peer's.
@@ -158,6 +160,7 @@ func NewPool(cfg Config) (*Pool, error) {
 		selfHeader: []string{cfg.Self},
 		auth:       newPeerAuth(cfg),
 	}
+	p.purges = newPurges(p)
 	if err := p.Set(); err != nil {
 		return nil, err
 	}
@@ -238,6 +241,7 @@ func (p *Pool) install(ring ring, members []string) {
 	}
 	if old != nil {
 		p.changes++ // NewPool's ring of this node alone is not a change
+		p.purges.noteMembers(old.members, members)
 	}
 	var added []*peer
 	for _, m := range members {

@@ -25,6 +25,7 @@ import (
 //	cache.ErrTooLarge                            413 Content Too Large (a write)
 //	ErrTooManyRequests                           429 Too Many Requests
 //	cache.ErrOverloaded                          503 Service Unavailable (with Retry-After)
+//	ErrPurgeNotRecorded                          503 Service Unavailable (with Retry-After)
 //	context.DeadlineExceeded                     504 Gateway Timeout
 //	cache.ErrLoad, *PeerError                    502 Bad Gateway
 //	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
@@ -59,7 +60,7 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrTooManyRequests):
 		return http.StatusTooManyRequests
-	case errors.Is(err, cache.ErrOverloaded):
+	case errors.Is(err, cache.ErrOverloaded), errors.Is(err, ErrPurgeNotRecorded):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
@@ -95,6 +96,8 @@ func errorText(err error, code int) string {
 		return "key owner is changing; retry"
 	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrOverloaded):
 		return "origin busy; retry later"
+	case code == http.StatusServiceUnavailable && errors.Is(err, ErrPurgeNotRecorded):
+		return "purge log (etcd) out of reach: nothing was purged; retry"
 	case code == http.StatusServiceUnavailable:
 		return "request canceled"
 	case code == http.StatusInternalServerError:
@@ -119,7 +122,7 @@ func writeError(w http.ResponseWriter, err error) {
 // for an owner that is changing or an origin too busy to load.
 func retryLater(code int, err error) bool {
 	return code == http.StatusServiceUnavailable &&
-		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded))
+		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded) || errors.Is(err, ErrPurgeNotRecorded))
 }
 
 // writePeerError writes err on the peer route: as writeError, plus the

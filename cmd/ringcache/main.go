@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, env environ) error {
 		"get":     runGet,
 		"put":     runPut,
 		"del":     runDel,
+		"purge":   runPurge,
 		"owner":   runOwner,
 		"members": runMembers,
 		"stats":   runStats,
@@ -139,6 +140,7 @@ cluster commands (nodes from -url or RINGCACHE_URL, default http://127.0.0.1:808
   get KEY            print KEY's value in -group (default demo); exit 3 if not found
   put KEY [VALUE]    store VALUE, or -file's contents, or stdin (an empty one needs -empty); -ttl sets an expiry
   del KEY            drop KEY on its owner and every copy on every node
+  purge GROUP        drop every value of GROUP (or, with -prefix, of its keys under a prefix) on every node
   owner KEY          the node that owns KEY and its share of the ring
   members            each node's view of the ring, and the members' shares
   stats              gets, hit ratios, loads, bytes and evictions per node and group

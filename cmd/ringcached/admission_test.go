@@ -126,15 +126,17 @@ func startCluster(t testing.TB, n int, o *countingOrigin, extra string, mod func
 			cfg.PeerTimeout = 5 * time.Second
 			cfg.CopyLease = 3 * time.Second
 		}
-		spec := fmt.Sprintf("name=g,origin=http,url=%s/n%d/{key}", o.URL, i)
-		if extra != "" {
-			spec += "," + extra
+		if o != nil { // else mod sets the groups
+			spec := fmt.Sprintf("name=g,origin=http,url=%s/n%d/{key}", o.URL, i)
+			if extra != "" {
+				spec += "," + extra
+			}
+			g, err := parseGroupFlag(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Groups = []GroupSpec{g}
 		}
-		g, err := parseGroupFlag(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Groups = []GroupSpec{g}
 		if mod != nil {
 			mod(&cfg)
 		}

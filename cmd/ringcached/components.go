@@ -44,6 +44,7 @@ func (c *Config) poolConfig(self string) transport.Config {
 		MaxKeyBytes: c.MaxKeyBytes,
 		PeerTimeout: c.PeerTimeout,
 		LeaseTTL:    c.CopyLease,
+		PurgeLease:  c.PurgeLease,
 
 		DisableCoalescing: !c.CoalesceFetches,
 	}
@@ -112,6 +113,7 @@ var settingOf = map[string]string{
 	"transport.MaxKeyBytes":       "max-key-bytes",
 	"transport.PeerTimeout":       "peer-timeout",
 	"transport.LeaseTTL":          "copy-lease",
+	"transport.PurgeLease":        "purge-lease",
 	"transport.DisableCoalescing": "coalesce-fetches",
 	"transport.Secrets":           "secret-file",
 	"transport.Max":               "max-conns",

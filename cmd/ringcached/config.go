@@ -46,6 +46,7 @@ type Config struct {
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
+	PurgeLease      time.Duration // how long a node serves from its caches without reading the purge log
 	CoalesceFetches bool          // concurrent fetches to one peer share requests
 	MemoryLimit     int64         // soft memory limit: 0 derives it from the budgets, negative is none
 	Groups          []GroupSpec
@@ -145,6 +146,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout: 10 * time.Second,
 		PeerTimeout:     tc.PeerTimeout,
 		CopyLease:       tc.LeaseTTL,
+		PurgeLease:      tc.PurgeLease,
 		CoalesceFetches: !tc.DisableCoalescing,
 		Public: PublicConfig{
 			MaxConns:          transport.DefaultMaxConns,

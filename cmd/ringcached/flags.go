@@ -106,6 +106,8 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.PeerTimeout, v) }},
 	{name: "copy-lease", def: defaults.CopyLease.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
 		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.CopyLease, v) }},
+	{name: "purge-lease", def: defaults.PurgeLease.String(), usage: "with etcd: how long a node serves from its caches after it last read the purge log (itself or through a peer); a purge waits at most this for a node it cannot reach, and an etcd out of every node's reach for longer makes the nodes serve from the origin until it is back",
+		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.PurgeLease, v) }},
 	{name: "coalesce-fetches", def: strconv.FormatBool(defaults.CoalesceFetches), usage: "while a fetch to a peer is in flight, send the next fetches to it together, in one request the peer answers from its caches (keys it must load are then fetched alone)",
 		set: func(c *Config, v string) error { return parseBool(&c.CoalesceFetches, v) }},
 	{name: "memory-limit", def: "auto", usage: "soft memory limit of the process: auto (the groups' bytes + 1/8 + 48MiB, or GOMEMLIMIT if set; must fit a cgroup limit), off, or a size like 360MiB",

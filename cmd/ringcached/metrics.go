@@ -147,6 +147,9 @@ type clusterState interface {
 	etcdConnected() (connected, ok bool)
 	// listeners returns the capped listeners; none before serving.
 	listeners() []capped
+	// purges returns how many purges the node applied, by group and scope,
+	// and whether it serves from its caches (it may not have missed one).
+	purges() (counts map[[2]string]int64, current bool)
 }
 
 // statsCollector turns Group.Stats and the ring's state into metrics when
@@ -176,12 +179,15 @@ var (
 	descLoadSlots    = prometheus.NewDesc("ringcache_origin_loads", "Origin loads now: running (at most the group's max-loads) or waiting for a slot (at most load-queue).", []string{"group", "state"}, nil)
 	descLoadsQueued  = prometheus.NewDesc("ringcache_origin_loads_queued_total", "Origin loads that had to wait for a slot (max-loads were running), granted or not.", []string{"group"}, nil)
 	descLoadsShed    = prometheus.NewDesc("ringcache_origin_loads_shed_total", "Origin loads refused (503 with Retry-After) because the group's load queue was full or their wait ran out (load-queue, load-queue-wait).", []string{"group"}, nil)
+	descPurges       = prometheus.NewDesc("ringcache_purges_total", "Purges this node applied (made here or elsewhere in the cluster), by scope: group (every key) or prefix.", []string{"group", "scope"}, nil)
+	descPurged       = prometheus.NewDesc("ringcache_purged_entries_total", "Entries purges dropped from this node's caches.", []string{"group"}, nil)
+	descCurrent      = prometheus.NewDesc("ringcache_purges_current", "1 while the node serves from its caches; 0 while it may have missed a purge (it has not read the purge log for -purge-lease) and serves every read from the origin.", nil, nil)
 	descMemLimit     = prometheus.NewDesc("ringcache_memory_limit_bytes", "The soft memory limit in force (runtime/debug.SetMemoryLimit); absent when there is none.", nil, nil)
 )
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit, descLoadSlots, descLoadsQueued, descLoadsShed} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit, descLoadSlots, descLoadsQueued, descLoadsShed, descPurges, descPurged, descCurrent} {
 		ch <- d
 	}
 }
@@ -221,7 +227,13 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLoadSlots, s.LoadsWaiting, name, "waiting")
 		counter(descLoadsQueued, s.LoadsQueued, name)
 		counter(descLoadsShed, s.LoadsShed, name)
+		counter(descPurged, s.Purged, name)
 	}
+	counts, current := c.state.purges()
+	for k, v := range counts {
+		counter(descPurges, v, k[0], k[1])
+	}
+	gauge(descCurrent, boolInt(current))
 	gauge(descMembers, int64(c.state.members()))
 	gauge(descVersion, 1, fmt.Sprintf("%x", c.state.ringVersion()))
 	gauge(descReady, boolInt(c.state.ready()))

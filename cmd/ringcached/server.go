@@ -388,6 +388,11 @@ type ringInfo struct {
 	Ready     bool      `json:"ready"`
 	Static    bool      `json:"static,omitempty"`
 	Etcd      *etcdInfo `json:"etcd,omitempty"`
+	// Purges lists the purges this node applied, oldest first (the last
+	// 1,024); PurgesCurrent is false while it serves nothing from its
+	// caches because it may have missed one (see -purge-lease).
+	Purges        []cache.Purge `json:"purges"`
+	PurgesCurrent bool          `json:"purges_current"`
 }
 
 // etcdInfo is the registry's view of etcd in /debug/ring.
@@ -411,6 +416,11 @@ func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 		Placement: n.cfg.Placement,
 		Arcs:      n.pool.Arcs(),
 		Suspected: n.pool.Suspected(),
+		Purges:    n.pool.Purges(),
+	}
+	info.PurgesCurrent = n.pool.PurgesCurrent()
+	if info.Purges == nil {
+		info.Purges = []cache.Purge{}
 	}
 	if info.Suspected == nil {
 		info.Suspected = []string{}
@@ -458,6 +468,10 @@ var _ clusterState = (*node)(nil)
 func (n *node) groups() []*cache.Group { return n.cache.Groups() }
 func (n *node) members() int           { return len(n.pool.Members()) }
 func (n *node) ringVersion() uint64    { return n.pool.Version() }
+
+func (n *node) purges() (map[[2]string]int64, bool) {
+	return n.pool.PurgeCounts(), n.pool.PurgesCurrent()
+}
 
 // listeners is set by serve before any server runs, so a scrape, which a
 // server serves, sees it whole.

@@ -1,0 +1,537 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// PurgeLog is where a cluster records its purges, so that a node that was
+// down, paused or cut off when one was made finds it; *peers.Registry
+// implements it with etcd. A Node whose Membership is a PurgeLog uses it.
+type PurgeLog interface {
+	// RecordPurge records data and returns the log's revision after it
+	// and the members (peer URLs) registered at that revision.
+	RecordPurge(ctx context.Context, data []byte) (rev int64, members []string, err error)
+	// PurgesSince calls each for every purge recorded after revision
+	// after, oldest first, and returns the revision the log is complete
+	// up to. A purge whose RecordPurge returned before the call is in it.
+	PurgesSince(ctx context.Context, after int64, each func(rev int64, data []byte)) (current int64, err error)
+}
+
+// ErrPurgeNotRecorded is the error of a purge that could not be written to
+// the purge log (etcd out of reach): nothing was purged. 503.
+var ErrPurgeNotRecorded = errors.New("the purge could not be recorded")
+
+const (
+	purgeRoute  = "_purge"  // POST: apply the purge in the body (JSON cache.Purge)
+	purgesRoute = "_purges" // GET ?after=rev: the purges applied since rev, for a node that cannot read the log
+
+	// maxPurgesKept bounds the purges a node remembers (for listing, and
+	// for the peers that catch up through it).
+	maxPurgesKept = 1024
+	// purgeRetention is peers.PurgeRetention: a node that has not read
+	// the log for that long cannot know what it missed.
+	purgeRetention = 24 * time.Hour
+	// staticPurgeWait is how long a purge without a log waits for the
+	// peers it cannot reach before it answers; staticPurgeRetry is how
+	// long it goes on trying them in the background after that.
+	staticPurgeWait  = 10 * time.Second
+	staticPurgeRetry = 10 * time.Minute
+)
+
+// purges is a node's side of cluster-wide purges: the purges it applied,
+// the log it reads them from, and whether it is current (it read the log,
+// or a peer that had, within PurgeLease).
+type purges struct {
+	pool *Pool
+	node atomic.Pointer[cache.Node] // set by PeerHandler
+	log  atomic.Pointer[purgeLogBox]
+	base time.Time // the origin of freshAt's readings (monotonic)
+	// freshAt is when (since base, never 0 once set) the last read of the
+	// log that this node applied began: every purge recorded before it is
+	// applied here.
+	freshAt atomic.Int64
+
+	mu      sync.Mutex
+	seen    map[string]struct{} // IDs of applied (guarded by mu)
+	applied []cache.Purge       // oldest first, at most maxPurgesKept (guarded by mu)
+	forgot  int64               // the highest Rev dropped from applied (guarded by mu)
+	rev     int64               // the log is applied up to rev (guarded by mu)
+	counts  map[[2]string]int64 // purges applied, by group and scope (guarded by mu)
+	// departed holds the members that left the ring, with the time they
+	// left: a purge waits for those that left within PurgeLease too, since
+	// a node cut off from the others may serve clients still.
+	departed map[string]time.Time // guarded by mu
+}
+
+type purgeLogBox struct{ log PurgeLog }
+
+func newPurges(p *Pool) *purges {
+	return &purges{pool: p, base: time.Now(), seen: map[string]struct{}{},
+		counts: map[[2]string]int64{}, departed: map[string]time.Time{}}
+}
+
+func (ps *purges) since() int64 { return max(int64(time.Since(ps.base)), 1) }
+
+func (ps *purges) purgeLog() PurgeLog {
+	if b := ps.log.Load(); b != nil {
+		return b.log
+	}
+	return nil
+}
+
+// current reports whether the node may serve from its caches
+// (cache.Config.Current): always without a log; with one, while it read
+// the log within PurgeLease.
+func (ps *purges) current() bool {
+	if ps.log.Load() == nil {
+		return true
+	}
+	f := ps.freshAt.Load()
+	return f != 0 && time.Duration(ps.since()-f) < ps.pool.cfg.PurgeLease
+}
+
+// apply applies p here unless it was applied before (cache.Node.ApplyPurge).
+func (ps *purges) apply(p cache.Purge) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if _, ok := ps.seen[p.ID]; ok {
+		return
+	}
+	ps.seen[p.ID] = struct{}{}
+	n := 0
+	if node := ps.node.Load(); node != nil {
+		n = node.ApplyPurge(p)
+	}
+	ps.applied = append(ps.applied, p)
+	if len(ps.applied) > maxPurgesKept {
+		old := ps.applied[0]
+		ps.applied = slices.Delete(ps.applied, 0, 1)
+		delete(ps.seen, old.ID)
+		ps.forgot = max(ps.forgot, old.Rev)
+	}
+	scope := "group"
+	if p.Prefix != "" {
+		scope = "prefix"
+	}
+	ps.counts[[2]string{p.Group, scope}]++
+	ps.pool.cfg.Logger.Info("transport: purge applied", "scope", p.Scope(), "id", p.ID, "by", p.By, "rev", p.Rev, "dropped", n)
+}
+
+// end ends p's purge here (cache.Node.EndPurge).
+func (ps *purges) end(p cache.Purge) {
+	if node := ps.node.Load(); node != nil {
+		node.EndPurge(p)
+	}
+}
+
+// catchUp applies got, the purges of a read of the log that began at
+// start (a since reading) and was complete up to rev.
+func (ps *purges) catchUp(start, rev int64, got []cache.Purge) {
+	if f := ps.freshAt.Load(); f != 0 && time.Duration(start-f) > purgeRetention {
+		// The log no longer holds everything this node missed.
+		ps.pool.cfg.Logger.Warn("transport: purge log unread for longer than it keeps purges; dropping every cached value")
+		if node := ps.node.Load(); node != nil {
+			for _, g := range node.Groups() {
+				node.ApplyPurge(cache.Purge{Group: g.Name()})
+			}
+		}
+	}
+	for _, p := range got {
+		// The purge is over elsewhere: it begins and ends here at once.
+		ps.apply(p)
+		ps.end(p)
+	}
+	ps.mu.Lock()
+	ps.rev = max(ps.rev, rev)
+	ps.mu.Unlock()
+	for {
+		old := ps.freshAt.Load()
+		if start <= old || ps.freshAt.CompareAndSwap(old, start) {
+			return
+		}
+	}
+}
+
+// readLog reads the purges recorded since the last read and applies them.
+func (ps *purges) readLog(ctx context.Context, log PurgeLog) error {
+	start := ps.since()
+	ps.mu.Lock()
+	after := ps.rev
+	ps.mu.Unlock()
+	var got []cache.Purge
+	rev, err := log.PurgesSince(ctx, after, func(rev int64, data []byte) {
+		var p cache.Purge
+		if err := json.Unmarshal(data, &p); err != nil || p.ID == "" || p.Group == "" {
+			ps.pool.cfg.Logger.Warn("transport: purge record ignored", "rev", rev, "err", err)
+			return
+		}
+		p.Rev = rev
+		got = append(got, p)
+	})
+	if err != nil {
+		return err
+	}
+	ps.catchUp(start, rev, got)
+	return nil
+}
+
+// follow reads the log every PurgeLease/4 until ctx ends; when the log is
+// out of reach, it catches up through a peer that read it, every second.
+func (ps *purges) follow(ctx context.Context, log PurgeLog) {
+	every := ps.pool.cfg.PurgeLease / 4
+	warned := false
+	for {
+		rctx, cancel := context.WithTimeout(ctx, every)
+		err := ps.readLog(rctx, log)
+		cancel()
+		wait := every
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			wait = min(every, time.Second)
+			if !ps.fromPeers(ctx) && !warned && !ps.current() {
+				warned = true
+				ps.pool.cfg.Logger.Warn("transport: purge log out of reach for the purge lease: serving from the origin until it is read again",
+					"purge_lease", ps.pool.cfg.PurgeLease, "err", err)
+			}
+		} else if warned {
+			warned = false
+			ps.pool.cfg.Logger.Info("transport: purge log read again; serving from the caches")
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// purgesAnswer is a node's answer to GET _purges: the purges it applied
+// since the asker's revision, if it can vouch that they are all of them.
+type purgesAnswer struct {
+	Rev int64 `json:"rev"`
+	// Age is how long ago the answering node's last read of the log
+	// began, in nanoseconds; -1 if it is not current itself.
+	Age    int64         `json:"age"`
+	Purges []cache.Purge `json:"purges"`
+}
+
+// fromPeers catches up through a peer whose read of the log is more
+// recent than this node's: up to three peers, in random order.
+func (ps *purges) fromPeers(ctx context.Context) bool {
+	var others []*peer
+	for _, pe := range ps.pool.state.Load().peers {
+		others = append(others, pe)
+	}
+	rand.Shuffle(len(others), func(i, j int) { others[i], others[j] = others[j], others[i] })
+	ps.mu.Lock()
+	after := ps.rev
+	ps.mu.Unlock()
+	for i, pe := range others {
+		if i == 3 {
+			break
+		}
+		start := ps.since()
+		var ans purgesAnswer
+		err := pe.do(ctx, peerRequest{op: "purges", method: http.MethodGet, probe: true,
+			path: ps.pool.cfg.BasePath + purgesRoute + "?after=" + strconv.FormatInt(after, 10),
+			read: func(res *http.Response) error {
+				return json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(&ans)
+			}})
+		if err != nil || ans.Age < 0 {
+			continue
+		}
+		ps.catchUp(start-ans.Age, ans.Rev, ans.Purges)
+		return true
+	}
+	return false
+}
+
+// answer is what this node tells a peer that catches up through it.
+func (ps *purges) answer(after int64) purgesAnswer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ans := purgesAnswer{Rev: ps.rev, Age: -1, Purges: []cache.Purge{}}
+	f := ps.freshAt.Load()
+	if ps.log.Load() == nil || f == 0 || !ps.current() || after < ps.forgot {
+		return ans
+	}
+	ans.Age = ps.since() - f
+	for _, p := range ps.applied {
+		if p.Rev > after {
+			ans.Purges = append(ans.Purges, p)
+		}
+	}
+	return ans
+}
+
+// noteMembers records the members that left the ring (Pool.install).
+func (ps *purges) noteMembers(old, members []string) {
+	now := time.Now()
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, m := range old {
+		if !slices.Contains(members, m) {
+			ps.departed[m] = now
+		}
+	}
+	for m, t := range ps.departed {
+		if slices.Contains(members, m) || now.Sub(t) > ps.pool.cfg.PurgeLease {
+			delete(ps.departed, m)
+		}
+	}
+}
+
+// recentlyDeparted returns the members that left within PurgeLease.
+func (ps *purges) recentlyDeparted() []string {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	var out []string
+	for m, t := range ps.departed {
+		if time.Since(t) <= ps.pool.cfg.PurgeLease {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Purge takes p to every node (cache.Purger): with a purge log, it records
+// p there first (or fails with ErrPurgeNotRecorded, purging nothing), then
+// applies it here and sends it to every member, those registered when it
+// was recorded and those that left within PurgeLease included. It returns
+// once each has applied it, or, for those that do not answer, once their
+// purge lease has surely run out (they serve nothing from their caches
+// until they read the log, which holds p): at most PurgeLease after p was
+// recorded. Without a log it tries the unreachable members for 10s, names
+// them in the result and goes on trying them in the background for 10
+// minutes.
+//
+// A purge has two rounds. In the first every node drops the values and
+// keeps none it takes from another node (which may not have dropped them
+// yet); the second, once every node it could reach has dropped them, ends
+// that (cache.Node.ApplyPurge, EndPurge).
+func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, error) {
+	ps := p.purges
+	if ps.node.Load() == nil {
+		return cache.PurgeResult{}, fmt.Errorf("%w: the pool serves no node (PeerHandler)", ErrConfig)
+	}
+	pg.By = p.cfg.Self
+	res := cache.PurgeResult{Confirmed: []string{}, Unconfirmed: []string{}}
+	targets := p.Members()
+	deadline := time.Now().Add(staticPurgeWait)
+	log := ps.purgeLog()
+	if log != nil {
+		data, err := json.Marshal(pg)
+		if err != nil {
+			return res, err
+		}
+		rev, members, err := log.RecordPurge(ctx, data)
+		if err != nil {
+			return res, fmt.Errorf("%w: %v", ErrPurgeNotRecorded, err)
+		}
+		// A node that did not see the record stops serving from its
+		// caches PurgeLease after its last read of the log, which began
+		// before the record: a margin for clocks that run apart.
+		lease := p.cfg.PurgeLease
+		deadline = time.Now().Add(lease + lease/100 + 100*time.Millisecond)
+		pg.Rev = rev
+		res.Recorded = true
+		targets = append(append(targets, members...), ps.recentlyDeparted()...)
+	}
+	res.Purge = pg
+	body, err := json.Marshal(pg)
+	if err != nil {
+		return res, err
+	}
+	ps.apply(pg)
+	slices.Sort(targets)
+	targets = slices.DeleteFunc(slices.Compact(targets), func(u string) bool { return u == p.cfg.Self })
+	ok := p.sendPurge(ctx, body, targets, deadline, "")
+	var confirmed []string
+	for i, u := range targets {
+		if ok[i] {
+			res.Confirmed = append(res.Confirmed, u)
+			confirmed = append(confirmed, u)
+		} else {
+			res.Unconfirmed = append(res.Unconfirmed, u)
+		}
+	}
+	// The second round is not waited for beyond a peer timeout or two: a
+	// node it misses ends the purge by itself (cache.Node.EndPurge).
+	ps.end(pg)
+	p.sendPurge(ctx, body, confirmed, time.Now().Add(2*p.cfg.PeerTimeout), purgeEnd)
+	if log == nil && len(res.Unconfirmed) > 0 {
+		left := slices.Clone(res.Unconfirmed)
+		p.goBackground(func(ctx context.Context) {
+			ok := p.sendPurge(ctx, body, left, time.Now().Add(staticPurgeRetry), "")
+			var reached []string
+			for i, u := range left {
+				if ok[i] {
+					reached = append(reached, u)
+				}
+			}
+			p.sendPurge(ctx, body, reached, time.Now().Add(2*p.cfg.PeerTimeout), purgeEnd)
+		})
+	}
+	if log != nil && len(res.Unconfirmed) > 0 {
+		// The answer is certain only once the unconfirmed nodes' leases
+		// ran out: sendPurge returns at the deadline, or when ctx ends.
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("purge recorded and applied by %d nodes; gave up waiting for %d: %w", len(res.Confirmed)+1, len(res.Unconfirmed), err)
+		}
+	}
+	return res, nil
+}
+
+// purgeEnd is the phase of the second round of a purge (Pool.Purge).
+const purgeEnd = "end"
+
+// sendPurge sends a purge's round (phase "" or purgeEnd) to each of
+// targets until it is applied there or deadline passes (or ctx ends), and
+// reports which applied it.
+func (p *Pool) sendPurge(ctx context.Context, body []byte, targets []string, deadline time.Time, phase string) []bool {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	path := p.cfg.BasePath + purgeRoute
+	if phase != "" {
+		path += "?phase=" + phase
+	}
+	ok := make([]bool, len(targets))
+	var wg sync.WaitGroup
+	for i, u := range targets {
+		pe := &peer{pool: p, url: u}
+		if known, member := p.state.Load().peers[u]; member {
+			pe = known
+		}
+		wg.Go(func() {
+			wait := 100 * time.Millisecond
+			for {
+				err := pe.do(ctx, peerRequest{op: "purge", method: http.MethodPost, probe: true, write: true,
+					path: path, body: body})
+				if err == nil {
+					ok[i] = true
+					return
+				}
+				t := time.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+				wait = min(2*wait, 2*time.Second)
+			}
+		})
+	}
+	wg.Wait()
+	return ok
+}
+
+// servePurge applies a purge sent by the node that took it.
+func (h *peerHandler) servePurge(w http.ResponseWriter, r *http.Request) {
+	body, err := h.readBody(w, r, 64<<10)
+	if err != nil {
+		writePeerError(w, err)
+		return
+	}
+	var pg cache.Purge
+	if err := json.Unmarshal(body, &pg); err != nil || pg.ID == "" || pg.Group == "" {
+		writePeerError(w, fmt.Errorf("%w: bad purge", ErrBadRequest))
+		return
+	}
+	if r.URL.Query().Get("phase") == purgeEnd {
+		h.pool.purges.end(pg)
+	} else {
+		h.pool.purges.apply(pg)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// servePurges answers a node that catches up on purges through this one.
+func (h *peerHandler) servePurges(w http.ResponseWriter, r *http.Request) {
+	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if err != nil {
+		writePeerError(w, fmt.Errorf("%w: after: %v", ErrBadRequest, err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(h.pool.purges.answer(after))
+}
+
+// Purges returns the purges this node applied, oldest first (at most the
+// last 1,024), for status pages.
+func (p *Pool) Purges() []cache.Purge {
+	p.purges.mu.Lock()
+	defer p.purges.mu.Unlock()
+	return slices.Clone(p.purges.applied)
+}
+
+// PurgeCounts returns how many purges this node applied, by group and
+// scope ("group" or "prefix"), for metrics.
+func (p *Pool) PurgeCounts() map[[2]string]int64 {
+	p.purges.mu.Lock()
+	defer p.purges.mu.Unlock()
+	out := make(map[[2]string]int64, len(p.purges.counts))
+	for k, v := range p.purges.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// PurgesCurrent reports whether this node serves from its caches: false
+// while it may have missed a purge (see Config.PurgeLease).
+func (p *Pool) PurgesCurrent() bool { return p.purges.current() }
+
+var _ cache.Purger = (*Pool)(nil)
+
+// servePurge serves DELETE /cache/{group}[?prefix=P]: a purge of the
+// group, or of its keys under P, on every node. 200 with the
+// cache.PurgeResult as JSON once it holds; an empty prefix is refused
+// (400) rather than taken for the whole group.
+func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string) {
+	if h.cfg.Auth != nil {
+		if err := h.cfg.Auth.Check(r); err != nil {
+			challenge(w, err)
+			writeError(w, err)
+			return
+		}
+	}
+	q := r.URL.Query()
+	prefix, scoped := q.Get("prefix"), q.Has("prefix")
+	switch {
+	case scoped && prefix == "":
+		writeError(w, fmt.Errorf("%w: empty prefix; to purge the whole group, leave prefix out", ErrBadRequest))
+		return
+	case len(prefix) > h.cfg.MaxKeyBytes:
+		writeError(w, fmt.Errorf("%w: prefix of %d bytes, keys have at most %d", ErrBadRequest, len(prefix), h.cfg.MaxKeyBytes))
+		return
+	}
+	g, ok := h.node.Group(name)
+	if !ok {
+		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name))
+		return
+	}
+	res, err := g.PurgePrefix(r.Context(), prefix)
+	if err != nil {
+		h.fail(w, r, name, prefix, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
+}

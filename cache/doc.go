@@ -46,6 +46,19 @@
 // over MaxValueBytes is refused the same way, from every origin and in
 // every write.
 //
+// # Purges
+//
+// Group.Purge and Group.PurgePrefix drop a group's values, or those of its
+// keys under a prefix, on every node: through the PeerPicker when it is a
+// Purger (the transport's Pool, which records the purge in etcd and reaches
+// every node), else on this node. Once a purge returns, no node serves a
+// value from before it, a load or fetch that was in flight included; a
+// write acknowledged after it returned is kept. Between ApplyPurge and
+// EndPurge a group keeps no value it takes from another node (a hot copy,
+// a hand-off), since that node may not have applied the purge yet; and a
+// node whose Config.Current reports false, having possibly missed a purge,
+// serves nothing from its caches.
+//
 // # Hot keys
 //
 // A value fetched from its owner is kept in the hot cache, for HotTTL at

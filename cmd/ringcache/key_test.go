@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -402,5 +403,34 @@ func TestGetStaleAnswer(t *testing.T) {
 	}
 	if got.Age == nil || *got.Age != 7 || got.MaxAge == nil || *got.MaxAge != 0 || *got.Value != "old" {
 		t.Errorf("get of a stale value = %+v", got)
+	}
+}
+
+// TestPurgePrefix purges the keys under a fresh prefix through the CLI:
+// written values under it are gone (the demo origin's come back), one
+// outside it stays, and the answer names the nodes that applied it.
+func TestPurgePrefix(t *testing.T) {
+	urls := devCluster(t)
+	env := urlEnv(urls...)
+	prefix := freshPrefix("purge")
+	in, out := prefix+"/a", freshPrefix("kept")
+	for _, k := range []string{in, out} {
+		if r := cli(t, "", env, "put", k, "written"); r.err != nil {
+			t.Fatalf("put %s: %v", k, r.err)
+		}
+	}
+	r := cli(t, "", env, "purge", "-prefix", prefix+"/", "demo")
+	if r.err != nil || !strings.Contains(r.stdout, "purged the keys of group demo under") ||
+		!strings.Contains(r.stdout, fmt.Sprintf("applied by %d nodes", len(urls))) {
+		t.Fatalf("purge: %v\n%s", r.err, r.stdout)
+	}
+	if r := cli(t, "", env, "get", in); r.err != nil || r.stdout == "written" {
+		t.Errorf("get %s after its purge = %q, %v; want the origin's value", in, r.stdout, r.err)
+	}
+	if r := cli(t, "", env, "get", out); r.err != nil || r.stdout != "written" {
+		t.Errorf("get %s, outside the prefix = %q, %v; want the written value", out, r.stdout, r.err)
+	}
+	if r := cli(t, "", env, "purge"); r.code() != exitUsage {
+		t.Errorf("purge without a group: exit %d, %v; want a usage error", r.code(), r.err)
 	}
 }

@@ -250,10 +250,12 @@ func (u *uiState) Snapshot(ctx context.Context) ui.Snapshot {
 	if len(u.samples) == 0 || now.Sub(u.samples[len(u.samples)-1].at) >= uiRateMin {
 		u.samples = append(u.samples, cur)
 	}
-	s.Timeline = make([]ui.Event, 0, len(u.events))
-	for _, e := range slices.Backward(u.events) {
-		s.Timeline = append(s.Timeline, e)
+	s.Timeline = slices.Clone(u.events)
+	for _, p := range u.n.pool.Purges() {
+		s.Timeline = append(s.Timeline, ui.Event{Time: p.At, Kind: ui.EventPurged, Member: p.By, Scope: p.Scope()})
 	}
+	slices.SortStableFunc(s.Timeline, func(a, b ui.Event) int { return b.Time.Compare(a.Time) }) // newest first
+	s.Timeline = s.Timeline[:min(len(s.Timeline), uiEvents)]
 	return s
 }
 

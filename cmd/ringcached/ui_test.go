@@ -571,3 +571,37 @@ func TestUIScale(t *testing.T) {
 	b.screenshot(t, "scale-3-one-left.png")
 	b.checkConsole(t)
 }
+
+// TestUITimelineShowsPurges purges a prefix and then the group through one
+// node of a dev cluster, and finds both purges, with their scope and the
+// node that made them, in the other node's timeline and on its page.
+func TestUITimelineShowsPurges(t *testing.T) {
+	t.Parallel()
+	c := startUICluster(t, 2)
+	g, ok := c.nodes[0].cache.Group("demo")
+	if !ok {
+		t.Fatal("no demo group")
+	}
+	if _, err := g.PurgePrefix(t.Context(), "key-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second := c.nodes[1]
+	var purges []string
+	for _, e := range second.ui.Snapshot(t.Context()).Timeline {
+		if e.Kind == ui.EventPurged {
+			purges = append(purges, e.Scope+" by "+e.Member)
+		}
+	}
+	by := c.nodes[0].self
+	want := []string{"group demo by " + by, "prefix key-1 of group demo by " + by} // newest first
+	if !slices.Equal(purges, want) {
+		t.Errorf("the second node's timeline shows purges %q, want %q", purges, want)
+	}
+	status, page := get(t, c.urls()[1]+"/ui/")
+	if status != 200 || !strings.Contains(page, "prefix key-1 of group demo by ") {
+		t.Errorf("the page does not show the prefix purge:\n%s", page)
+	}
+}

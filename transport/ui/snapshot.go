@@ -140,13 +140,15 @@ const (
 	EventVanished = "vanished" // its key left etcd without a goodbye; held down
 	EventBack     = "back"     // a vanished member came back before removal
 	EventRemoved  = "removed"  // dropped from the ring after the hold-down
+	EventPurged   = "purged"   // a purge applied here; Member made it, Scope says what it dropped
 )
 
-// Event is one entry of the membership timeline.
+// Event is one entry of the timeline: a membership change or a purge.
 type Event struct {
 	Time   time.Time `json:"time"`
 	Kind   string    `json:"kind"`
-	Member string    `json:"member"` // peer URL
+	Member string    `json:"member"`          // peer URL
+	Scope  string    `json:"scope,omitempty"` // a purge's: "group g" or "prefix p of group g"
 }
 
 // Location is where a key falls: its hash on the circle, its owner, and

@@ -155,6 +155,7 @@
   function drawTimeline(s) {
     const items = (s.timeline || []).map((e) => el("li", { class: "ev-" + e.kind },
       el("time", {}, clock(e.time)), " ", el("span", { class: "kind" }, e.kind), " ",
+      e.scope ? el("span", { class: "scope" }, e.scope + " by ") : "",
       el("span", { class: "who" }, e.member)));
     if (!items.length) items.push(el("li", { class: "none" }, "no changes since this node started"));
     $("timeline").replaceChildren(...items);

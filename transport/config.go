@@ -23,7 +23,7 @@ const (
 	DefaultMaxKeyBytes         = 250
 	DefaultSignatureWindow     = 30 * time.Second
 	DefaultMaxNonces           = 1 << 18
-	DefaultPurgeLease          = 30 * time.Second
+	DefaultPurgeLease          = time.Minute
 )
 
 // Config configures a Pool. A groupcache peer interoperates when BasePath,
@@ -86,7 +86,7 @@ type Config struct {
 	// keeping its caches, until it reads the log again. It is how long a
 	// purge waits for a node it cannot reach before it returns (a node it
 	// reached answers at once), and how long etcd can be out of reach of
-	// every node before the caches stop serving. If zero, 30s.
+	// every node before the caches stop serving. If zero, 1m.
 	PurgeLease time.Duration
 
 	// MaxResponseBytes bounds a value read from a peer; a larger response

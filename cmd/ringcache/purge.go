@@ -23,9 +23,9 @@ type purgeResult struct {
 }
 
 // minPurgeTimeout is the least time purge waits for its answer: a purge
-// waits up to the nodes' -purge-lease (30s by default) for a node it
+// waits up to the nodes' -purge-lease (1m by default) for a node it
 // cannot reach.
-const minPurgeTimeout = 2 * time.Minute
+const minPurgeTimeout = 3 * time.Minute
 
 func runPurge(ctx context.Context, args []string, env environ) error {
 	cmd := newCommand("purge", "purge [flags] GROUP", env).withOutput()

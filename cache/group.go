@@ -952,14 +952,14 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	} else {
 		stored.stamp, held = g.term()
 	}
-	if !remote && held && !g.purges.active() {
+	if pgd, ok := g.takeGuard(gd); !remote && held && ok {
 		if v, ok := g.pull(ctx, key); ok {
 			now := time.Now()
 			if g.storable(v, now) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
-				dest.add(key, stored, gd)
+				dest.add(key, stored, pgd)
 			}
-			if !gd.holds() {
+			if !pgd.holds() {
 				v.NoStore = true // as for a load, below
 			}
 			return v, nil
@@ -1050,7 +1050,7 @@ func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error)
 // the hot cache if the key is popular (the rule is in doc.go), and loads the
 // key locally if the peer cannot answer.
 func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
-	gd := g.loadGuard(key)
+	gd, keep := g.takeGuard(g.loadGuard(key))
 	if v, err, ok := g.lookup(key, true); ok {
 		return v, err
 	}
@@ -1062,7 +1062,9 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	switch {
 	case err == nil:
 		g.st.peerLoads.Add(1)
-		g.keepHot(key, v, peer, gd)
+		if keep {
+			g.keepHot(key, v, peer, gd)
+		}
 		return v, nil
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
 		errors.Is(err, ErrOverloaded):
@@ -1097,8 +1099,8 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 // HotAfter recent misses), since the copy then displaces the least recently
 // used one.
 func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
-	if g.freq == nil || g.purges.active() {
-		return // no hot cache, or the peer may not have applied a purge yet
+	if g.freq == nil {
+		return // no hot cache
 	}
 	now := time.Now()
 	hv := v

@@ -455,10 +455,16 @@ type guard struct {
 	epoch, ring         *atomic.Uint64
 	wantEpoch, wantRing uint64
 	began               int64 // Unix nanoseconds; 0: replace whatever is there
+	// purge, if not nil, is the group's purge generation, for a value
+	// taken from another node: one taken while a purge was in progress
+	// may come from a node that had not applied it (Node.ApplyPurge).
+	purge     *atomic.Uint64
+	wantPurge uint64
 }
 
 func (g guard) holds() bool {
-	return (g.epoch == nil || g.epoch.Load() == g.wantEpoch) && (g.ring == nil || g.ring.Load() == g.wantRing)
+	return (g.epoch == nil || g.epoch.Load() == g.wantEpoch) && (g.ring == nil || g.ring.Load() == g.wantRing) &&
+		(g.purge == nil || g.purge.Load() == g.wantPurge)
 }
 
 // add stores e under key, replacing any entry for key, and evicts least

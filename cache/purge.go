@@ -111,9 +111,6 @@ func (n *Node) EndPurge(p Purge) {
 	if !ok {
 		return
 	}
-	// A fetch that began during the purge may carry a value from a node
-	// that had not applied it: its guard fails, and it is not kept.
-	g.bumpEpochs()
 	g.purges.end(p.ID)
 }
 
@@ -123,8 +120,12 @@ const purgeHold = time.Minute
 
 // inPurges are the purges a group is in, between ApplyPurge and EndPurge.
 type inPurges struct {
-	n  atomic.Int32 // len(ids), for a lock-free check
-	mu sync.Mutex
+	n atomic.Int32 // len(ids), for a lock-free check
+	// gen moves at every begin and end: a value taken from another node
+	// is kept only if gen did not move since it was asked for and no
+	// purge was in progress then (guard.purge, takeGuard).
+	gen atomic.Uint64
+	mu  sync.Mutex
 	// ids holds each purge's deadline (guarded by mu).
 	ids map[string]time.Time
 }
@@ -139,6 +140,7 @@ func (ps *inPurges) begin(id string) {
 		ps.n.Add(1)
 	}
 	ps.ids[id] = time.Now().Add(purgeHold)
+	ps.gen.Add(1)
 }
 
 func (ps *inPurges) end(id string) {
@@ -148,6 +150,7 @@ func (ps *inPurges) end(id string) {
 		delete(ps.ids, id)
 		ps.n.Add(-1)
 	}
+	ps.gen.Add(1)
 }
 
 // active reports whether the group is in a purge.
@@ -162,9 +165,18 @@ func (ps *inPurges) active() bool {
 		if now.After(until) {
 			delete(ps.ids, id)
 			ps.n.Add(-1)
+			ps.gen.Add(1)
 		}
 	}
 	return len(ps.ids) > 0
+}
+
+// takeGuard returns gd, for a value taken from another node beginning
+// now, with the purge generation; ok is false while a purge is in
+// progress (nothing taken from another node is kept then).
+func (g *Group) takeGuard(gd guard) (_ guard, ok bool) {
+	gd.purge, gd.wantPurge = &g.purges.gen, g.purges.gen.Load()
+	return gd, !g.purges.active()
 }
 
 func (g *Group) bumpEpochs() {

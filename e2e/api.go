@@ -248,3 +248,36 @@ func (a *API) MetricSum(ctx context.Context, base, name string, labels ...string
 func (a *API) Peer(ctx context.Context, base, group, key string) (int, []byte, error) {
 	return a.get(ctx, base, "/_groupcache/"+url.PathEscape(group)+"/"+url.PathEscape(key))
 }
+
+// PurgeAnswer is a node's answer to a purge (DELETE /cache/{group}).
+type PurgeAnswer struct {
+	ID          string   `json:"id"`
+	By          string   `json:"by"`
+	Confirmed   []string `json:"confirmed"`
+	Unconfirmed []string `json:"unconfirmed"`
+	Recorded    bool     `json:"recorded"`
+}
+
+// Purge purges group (its keys under prefix, if not empty) through the
+// node's public API and returns the status and the answer (on a 200).
+func (a *API) Purge(ctx context.Context, base, group, prefix string) (int, PurgeAnswer, error) {
+	u := base + "/cache/" + url.PathEscape(group)
+	if prefix != "" {
+		u += "?prefix=" + url.QueryEscape(prefix)
+	}
+	var ans PurgeAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, u, nil)
+	if err != nil {
+		return 0, ans, err
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return 0, ans, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode == http.StatusOK {
+		err = json.Unmarshal(body, &ans)
+	}
+	return resp.StatusCode, ans, err
+}

@@ -115,6 +115,7 @@ func TestCluster(t *testing.T) {
 		{"scale", (*suite).scale},
 		{"rolling-restart", (*suite).rollingRestart},
 		{"unsigned-peer", (*suite).unsignedPeer},
+		{"purge", (*suite).purge},
 	})
 }
 

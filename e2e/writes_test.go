@@ -515,3 +515,55 @@ func (s *suite) coalesce(t *testing.T) result {
 	return result{stats: st, extra: extra,
 		note: fmt.Sprintf("%d concurrent reads of %s's keys through %s: %v batches and %v single fetches; 8 writes through %s read back through %s", len(keys), own, via, batches, gets, writer, via)}
 }
+
+// purge: the whole group is purged through one node while the load
+// generator reads and writes. The purge is applied by all three nodes and
+// recorded in etcd; a sweep through every node then reloads every key
+// (each at most twice cluster-wide: once, but for a key whose load the
+// purge itself voided), and the history checker, which counts the purge as
+// a DELETE of every written key between its call and its answer, finds no
+// read of a value from before it.
+func (s *suite) purge(t *testing.T) result {
+	ctx := t.Context()
+	const via = "node2"
+	warm := s.warmUp(t, three)
+	s.reset(t, three...)
+	var pending []*Pending
+	for _, k := range s.writeKeys {
+		pending = append(pending, s.hist.Begin(Delete, k, via, nil))
+	}
+	start := time.Now()
+	status, ans, err := s.api.Purge(ctx, s.c.URL(via), group, "")
+	took := time.Since(start)
+	for _, p := range pending {
+		p.End(via, status, err, strings.Join(ans.Unconfirmed, ", "))
+	}
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("purge through %s: %d %v", via, status, err)
+	}
+	if len(ans.Confirmed) != 2 || len(ans.Unconfirmed) != 0 || !ans.Recorded {
+		t.Errorf("purge through %s: %+v; want it recorded and confirmed by the two others", via, ans)
+	}
+	st := warm.plus(s.sweep(ctx, s.fromAll(three)))
+	loads := s.loads(t, three...)
+	var missing, twice []string
+	for _, k := range s.keys {
+		switch n := loads.Key(k); {
+		case n == 0:
+			missing = append(missing, k)
+		case n > 2:
+			twice = append(twice, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	if len(missing) > 0 {
+		t.Errorf("%d of %d keys were not loaded again after the purge (still cached somewhere), e.g. %v", len(missing), len(s.keys), first(missing, 5))
+	}
+	if len(twice) > 0 {
+		t.Errorf("%d keys were loaded more than twice after the purge, e.g. %v", len(twice), first(twice, 5))
+	}
+	st = s.window(st)
+	noErrors(t, st)
+	return result{stats: st, extra: loads.Total() - int64(len(s.keys)),
+		note: fmt.Sprintf("purge answered in %s, applied by %s and %v; %d loads for %d keys after it",
+			took.Round(time.Millisecond), via, ans.Confirmed, loads.Total(), len(s.keys))}
+}

@@ -86,7 +86,7 @@ type Config struct {
 	// keeping its caches, until it reads the log again. It is how long a
 	// purge waits for a node it cannot reach before it returns (a node it
 	// reached answers at once), and how long etcd can be out of reach of
-	// every node before the caches stop serving. If zero, 1m.
+	// every node before the caches stop serving. If zero, 1m; at most 5m.
 	PurgeLease time.Duration
 
 	// MaxResponseBytes bounds a value read from a peer; a larger response
@@ -215,6 +215,9 @@ func (c Config) Validate() error {
 		if d.v < 0 {
 			return fieldError(d.field, "%v: must not be negative", d.v)
 		}
+	}
+	if c.PurgeLease > maxPurgeLease {
+		return fieldError("PurgeLease", "%v: at most %v (a purge waits up to this for its answer)", c.PurgeLease, maxPurgeLease)
 	}
 	for _, n := range []struct {
 		field string

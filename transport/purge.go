@@ -47,7 +47,12 @@ const (
 	// staticPurgeWait is how long a purge without a log waits for the
 	// peers it cannot reach before it answers; staticPurgeRetry is how
 	// long it goes on trying them in the background after that.
-	staticPurgeWait  = 10 * time.Second
+	staticPurgeWait = 10 * time.Second
+	// maxPurgeLease bounds Config.PurgeLease, and maxPurgeAnswer is how
+	// long a public purge may take to answer: the purge lease, at most,
+	// and then some.
+	maxPurgeLease    = 5 * time.Minute
+	maxPurgeAnswer   = maxPurgeLease + time.Minute
 	staticPurgeRetry = 10 * time.Minute
 )
 
@@ -527,6 +532,10 @@ func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string
 		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name))
 		return
 	}
+	// A purge may wait out a purge lease for a node it cannot reach,
+	// longer than the server's write timeout allows a response. (A server
+	// that cannot move the deadline keeps its own.)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxPurgeAnswer))
 	res, err := g.PurgePrefix(r.Context(), prefix)
 	if err != nil {
 		h.fail(w, r, name, prefix, err)

@@ -225,11 +225,17 @@ func TestPurgeReachesAPartitionedNode(t *testing.T) {
 	}
 
 	// n2 is cut off from etcd and from its peers; clients still reach it.
+	// (Restored before the nodes stop, whatever happens: a node's stop
+	// leaves etcd, unbounded in tests.)
 	toEtcd["n2"].Cut()
 	toPeer["n2"].Cut()
+	t.Cleanup(func() { toEtcd["n2"].Restore(); toPeer["n2"].Restore() })
 	o.gen.Store(2)
 	start := time.Now()
-	code, a := purge(t, r, tc.urls[0], "")
+	// The purge waits out n2's purge lease (a minute): longer than the
+	// reader's client waits.
+	slow := &reader{t: t, c: &http.Client{Timeout: 3 * time.Minute}, urls: tc.urls}
+	code, a := purge(t, slow, tc.urls[0], "")
 	took := time.Since(start)
 	if code != http.StatusOK || !a.Recorded || len(a.Unconfirmed) != 1 || a.Unconfirmed[0] != tc.nodes[2].self {
 		t.Fatalf("purge with n2 cut off: %d %+v; want it recorded, n2 unconfirmed", code, a)

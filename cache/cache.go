@@ -19,9 +19,12 @@ type Value struct {
 	// applies (and no expiry when the group has none). A non-zero Expires
 	// from a Getter or Set wins over the TTL, later or earlier.
 	//
-	// In a Value returned by Get or PeerView.Get, Expires is when this node stops
-	// serving it (zero: never): the transport passes it on, so that a copy
-	// kept by another node never outlives the owner's.
+	// In a Value returned by Get, Expires is the value's own expiry,
+	// whichever copy served it (a hot copy is served for HotTTL at most,
+	// a fallback copy for FallbackTTL, but clients are told when the value
+	// itself expires). In one returned by PeerView.Get from a copy of a key
+	// this node does not own, it is the earlier of that and the copy's own
+	// bound, so that a copy the asking node keeps never outlives this one.
 	Expires time.Time
 	// StaleWhileRevalidate and StaleIfError, from a Getter, override the
 	// group's windows for this value (RFC 5861; an HTTP origin takes them

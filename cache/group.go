@@ -179,7 +179,20 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 	if err != nil {
 		g.count(err)
 	}
+	if remote && err == nil {
+		v = copyForPeer(v, time.Now().UnixNano(), g.cfg.FallbackTTL)
+	}
 	return v, err
+}
+
+// copyForPeer is v, a copy this node holds of a key it does not own,
+// stored at loaded (Unix nanoseconds) and served for bound from then, as
+// it goes to a peer: a copy the peer keeps of it must not outlive this
+// node's, so its Expires is the earlier of the value's own and the copy's
+// bound. (Clients are told the value's own expiry, whichever copy serves.)
+func copyForPeer(v Value, loaded int64, bound time.Duration) Value {
+	v.Expires = earliest(v.Expires, time.Unix(0, loaded).Add(bound))
+	return v
 }
 
 // serve is Get and getLocal after the key's owner is known: owner is nil
@@ -828,7 +841,21 @@ func (g *Group) look(key string, remote bool, clk *clock, e *entry) bool {
 		term, held := g.term()
 		return held && e.stamp == term
 	}
-	return g.hot.getInto(key, clk, e) && leaseHolds(e, clk)
+	return g.hot.getInto(key, clk, e) && leaseHolds(e, clk) && g.copyHolds(e, clk)
+}
+
+// copyHolds reports whether a hot copy is within its own bound, HotTTL (or
+// FallbackTTL for a value loaded here because its owner could not be
+// reached) from when it was stored; its Expires is the value's own.
+func (g *Group) copyHolds(e *entry, clk *clock) bool {
+	return e.loaded == 0 || clk.now().UnixNano()-e.loaded < int64(g.copyBound(e))
+}
+
+func (g *Group) copyBound(e *entry) time.Duration {
+	if e.fallback {
+		return g.cfg.FallbackTTL
+	}
+	return g.cfg.HotTTL
 }
 
 // hit counts a caller's hit of e and returns what it holds.
@@ -1014,12 +1041,11 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	if v.Expires.IsZero() && g.cfg.TTL > 0 {
 		v.Expires = now.Add(g.cfg.TTL)
 	}
-	if remote {
-		v.Expires = earliest(v.Expires, now.Add(g.cfg.FallbackTTL))
-	}
 	if held && g.storable(v, now) {
 		if remote {
-			stored.v, stored.size = v, entrySize(key, v)
+			// Served for FallbackTTL at most (look), with the value's own
+			// expiry, which is what clients are told.
+			stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
 		} else {
 			stored = g.mainEntry(key, v, stored.stamp, now)
 		}
@@ -1104,11 +1130,12 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	}
 	now := time.Now()
 	hv := v
-	hv.Expires = earliest(v.Expires, now.Add(g.cfg.HotTTL))
 	// The epoch is read after the fetch, which renewed the lease: a write
 	// at the owner after it answered either reaches this node (and fails
-	// gd) or revokes the lease (and moves the epoch).
-	e := entry{v: hv, size: entrySize(key, hv)}
+	// gd) or revokes the lease (and moves the epoch). The copy keeps the
+	// value's own expiry, which clients are told; it is served for HotTTL
+	// from loaded at most (look).
+	e := entry{v: hv, size: entrySize(key, hv), loaded: now.UnixNano()}
 	g.lendMu.Lock()
 	defer g.lendMu.Unlock()
 	g.lend()

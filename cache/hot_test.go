@@ -68,3 +68,39 @@ func TestSketchKeepsColdKeysCold(t *testing.T) {
 		t.Fatalf("%d of 1000 unseen keys estimated >= %d", hot, DefaultHotAfter)
 	}
 }
+
+// TestHotCopyTellsTheValuesOwnExpiry: a value read through a node that
+// keeps a hot copy of it answers with the value's own expiry (none for a
+// value without one), not the copy's HotTTL; the copy is still served for
+// HotTTL only, then fetched again from the owner.
+func TestHotCopyTellsTheValuesOwnExpiry(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{0, time.Hour} {
+		t.Run(ttl.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				o := newOrigin()
+				c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20, TTL: ttl, HotTTL: time.Minute}, o.getter)
+				key := keyOwnedBy(t, c.owner, 1)
+				start := time.Now()
+				var want time.Time
+				if ttl > 0 {
+					want = start.Add(ttl)
+				}
+				for range 2 { // the first fetches and keeps a copy, the second is served from it
+					v := mustGet(t, c.groups[0], key, "v:"+key)
+					if !v.Expires.Equal(want) {
+						t.Fatalf("Expires = %v, want %v (the value's own, not the copy's HotTTL)", v.Expires, want)
+					}
+				}
+				if s := c.groups[0].Stats(); s.HotHits != 1 || s.PeerLoads != 1 {
+					t.Fatalf("HotHits %d, PeerLoads %d; want 1 and 1", s.HotHits, s.PeerLoads)
+				}
+				time.Sleep(time.Minute)
+				mustGet(t, c.groups[0], key, "v:"+key)
+				if s := c.groups[0].Stats(); s.PeerLoads != 2 {
+					t.Fatalf("after HotTTL, PeerLoads = %d; want 2 (the copy is no longer served)", s.PeerLoads)
+				}
+			})
+		})
+	}
+}

@@ -60,5 +60,8 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 	if err != nil {
 		g.count(err) // the not-found
 	}
+	if peer && remote {
+		v = copyForPeer(v, e.loaded, g.copyBound(&e))
+	}
 	return v, true, err
 }

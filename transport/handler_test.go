@@ -247,6 +247,9 @@ func TestBadInputs(t *testing.T) {
 		{name: "public: PUT unknown group", method: "PUT", url: pub + "nosuch/" + warm, body: "x", status: 404},
 		{name: "public: DELETE empty key", method: "DELETE", url: pub + "g/", status: 400},
 		{name: "public: DELETE long key", method: "DELETE", url: pub + "g/" + long, status: 400},
+		{name: "public: purge with an empty prefix", method: "DELETE", url: pub + "g?prefix=", status: 400},
+		{name: "public: purge with a long prefix", method: "DELETE", url: pub + "g?prefix=" + long, status: 400},
+		{name: "public: purge of an unknown group", method: "DELETE", url: pub + "nosuch", status: 404},
 		{name: "peer: no key", method: "GET", url: peer + "g", status: 400},
 		{name: "peer: base only", method: "GET", url: peer, status: 400},
 		{name: "peer: empty key", method: "GET", url: peer + "g/", status: 400},
@@ -283,6 +286,10 @@ func TestBadInputs(t *testing.T) {
 		}
 		if len(r.body) > 200 || !strings.HasPrefix(r.header.Get("Content-Type"), "text/plain") {
 			t.Errorf("%s: body %q (%s), want a short text", tt.name, r.body, r.header.Get("Content-Type"))
+		}
+		// For the HTTP user, a sentence: no Go package names.
+		if strings.HasPrefix(tt.name, "public:") && (strings.Contains(r.body, "transport:") || strings.Contains(r.body, "cache:")) {
+			t.Errorf("%s: body %q names a Go package", tt.name, r.body)
 		}
 	}
 	if got := loads.count(); got != 1 {

@@ -105,8 +105,17 @@ func errorText(err error, code int) string {
 	case errors.Is(err, cache.ErrNotFound) || fromLoad || isPeerError(err):
 		return strings.ToLower(http.StatusText(code))
 	}
-	return err.Error()
+	return plainText(err)
 }
+
+// plainText is err's text for an HTTP user: without the Go package names
+// that prefix our errors ("transport: bad path: ..." is "bad path: ..."),
+// which logs keep.
+func plainText(err error) string {
+	return pkgPrefix.Replace(err.Error())
+}
+
+var pkgPrefix = strings.NewReplacer("transport: ", "", "cache: ", "", "peers: ", "")
 
 // writeError writes err's status with a short text body (errorText) on the
 // public API. It sets no header of the peer protocol.

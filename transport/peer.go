@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -110,7 +111,13 @@ func (pe *peer) trip(err error) {
 	if !pe.suspect.CompareAndSwap(false, true) {
 		return
 	}
-	pe.pool.cfg.Logger.Warn("transport: peer suspected; requests for its keys fall back until it answers",
+	// A peer that has left the ring (a clean stop) is expected to go
+	// quiet: no warning then.
+	level := slog.LevelWarn
+	if pe.pool.state.Load().peers[pe.url] != pe {
+		level = slog.LevelInfo
+	}
+	pe.pool.cfg.Logger.Log(context.Background(), level, "transport: peer suspected; requests for its keys fall back until it answers",
 		"peer", pe.url, "err", err)
 	// 1: request A is sent, 2: the peer stops, 3: request B is sent,
 	// 4: A times out and trips the breaker: B would still wait its whole

@@ -40,11 +40,14 @@ type Pool struct {
 	bgClosed bool       // guarded by bgMu
 	bgWG     sync.WaitGroup
 
-	// seen holds the pairs of ring versions (ours, a peer's) already
-	// logged, so that a disagreement is logged once rather than on every
-	// request; seenN counts its entries, to bound it.
-	seen  sync.Map // versionPair -> struct{}
-	seenN atomic.Int64
+	// seen holds the pairs of ring versions (ours, a peer's) seen, with
+	// when each was first seen, so that a disagreement is logged once
+	// rather than on every request, and as a warning only once it outlasts
+	// a membership change (versionSettle); seenN counts its entries, to
+	// bound it.
+	seen          sync.Map // versionPair -> *versionSeen
+	seenN         atomic.Int64
+	versionSettle time.Duration
 
 	versions peerVersions // each member's last reported ring version, for status pages
 
@@ -158,7 +161,9 @@ func NewPool(cfg Config) (*Pool, error) {
 		},
 		now:        time.Now,
 		selfHeader: []string{cfg.Self},
-		auth:       newPeerAuth(cfg),
+
+		versionSettle: defaultVersionSettle,
+		auth:          newPeerAuth(cfg),
 	}
 	p.purges = newPurges(p)
 	if err := p.Set(); err != nil {
@@ -316,14 +321,26 @@ func (p *Pool) install(ring ring, members []string) {
 	}
 }
 
+// versionSeen is one pair of disagreeing ring versions: when it was first
+// seen, and whether it was logged as a warning.
+type versionSeen struct {
+	first  time.Time
+	warned atomic.Bool
+}
+
+// defaultVersionSettle is how long two nodes may disagree about the ring
+// before it is a warning: every membership change (a join, a clean stop)
+// makes them disagree for a moment, until each has applied it.
+const defaultVersionSettle = 10 * time.Second
+
 // checkVersion compares a peer's ring version (the X-Ringcache-Ring-Version
 // header of its request or response) with ours, st's, and logs a
-// disagreement at Warn once per pair of versions. Nodes disagree for a
-// moment during every membership change; a pair that keeps showing up means
-// nodes route keys differently (different members, Replicas or Hash), which
-// the one-hop rule keeps correct but costs a load per key and node. A
-// missing header (a groupcache peer) or one that is not a version is
-// ignored.
+// disagreement once per pair of versions: at Info when first seen, at Warn
+// if it is still seen after versionSettle. Nodes disagree for a moment
+// during every membership change; a pair that keeps showing up means nodes
+// route keys differently (different members, Replicas or Hash), which the
+// one-hop rule keeps correct but costs a load per key and node. A missing
+// header (a groupcache peer) or one that is not a version is ignored.
 func (p *Pool) checkVersion(st *poolState, peer, header string) {
 	p.noteVersion(st, peer, header)
 	if header == "" || header == st.versionHeader[0] {
@@ -335,10 +352,15 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 		return
 	}
 	pair := versionPair{ours, theirs}
-	if _, seen := p.seen.Load(pair); seen {
+	if v, seen := p.seen.Load(pair); seen {
+		vs := v.(*versionSeen)
+		if time.Since(vs.first) >= p.versionSettle && !vs.warned.Load() && vs.warned.CompareAndSwap(false, true) {
+			p.cfg.Logger.Warn("transport: peer sees another ring", "peer", peer, "ring_version", st.versionHeader[0],
+				"peer_ring_version", strconv.FormatUint(theirs, 16), "since", vs.first.Format(time.RFC3339))
+		}
 		return
 	}
-	if _, seen := p.seen.LoadOrStore(pair, struct{}{}); seen {
+	if _, seen := p.seen.LoadOrStore(pair, &versionSeen{first: time.Now()}); seen {
 		return
 	}
 	if p.seenN.Add(1) > maxSeenPairs {
@@ -346,7 +368,7 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 		p.seen.Clear()
 		p.seenN.Store(0)
 	}
-	p.cfg.Logger.Warn("transport: peer sees another ring",
+	p.cfg.Logger.Info("transport: peer sees another ring (a membership change in progress, or a lasting disagreement if it is warned about later)",
 		"peer", peer, "ring_version", st.versionHeader[0], "peer_ring_version", strconv.FormatUint(theirs, 16))
 }
 

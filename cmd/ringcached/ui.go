@@ -84,15 +84,23 @@ func (u *uiState) add(kind, member string, at time.Time) {
 // record notes an accepted member set: who joined, who left. A member that
 // the registry held down before it went was removed (it vanished from etcd
 // without a goodbye); any other went gracefully. The first set is the
-// ring this node joined, recorded as its own join.
+// ring this node joined, recorded as its own join and each other member
+// as present.
 func (u *uiState) record(members []string) {
 	now := time.Now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !u.started {
+		// The timeline starts with the ring this node found: its own
+		// join, and each member already there.
 		u.started = true
 		u.members = slices.Clone(members)
 		u.add(ui.EventJoined, u.n.self, now)
+		for _, m := range members {
+			if m != u.n.self {
+				u.add(ui.EventPresent, m, now)
+			}
+		}
 		return
 	}
 	for _, m := range members {

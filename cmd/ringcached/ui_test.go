@@ -230,6 +230,20 @@ func TestUITimeline(t *testing.T) {
 	if err := first.awaitMembers(t.Context(), func(m int) bool { return m == 3 }, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	// The third node's timeline starts with the ring it found.
+	third.ui.mu.Lock()
+	var found []string
+	for _, e := range third.ui.events {
+		found = append(found, e.Kind+" "+e.Member)
+	}
+	third.ui.mu.Unlock()
+	wantFound := []string{"joined " + third.self}
+	for _, m := range slices.Sorted(slices.Values([]string{first.self, c.nodes[1].self})) {
+		wantFound = append(wantFound, "present "+m)
+	}
+	if !slices.Equal(found, wantFound) {
+		t.Errorf("the joining node's timeline = %q, want %q", found, wantFound)
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	third.stop(ctx)
@@ -281,7 +295,7 @@ func TestUITimelineHoldDown(t *testing.T) {
 	for _, e := range u.events {
 		got = append(got, e.Kind+" "+e.Member)
 	}
-	want := []string{"joined " + self, "vanished " + a, "back " + a, "vanished " + b, "removed " + b,
+	want := []string{"joined " + self, "present " + a, "present " + b, "vanished " + a, "back " + a, "vanished " + b, "removed " + b,
 		"vanished " + a, "removed " + a, "joined " + b}
 	if !slices.Equal(got, want) {
 		t.Errorf("timeline = %q\nwant       %q", got, want)

@@ -136,6 +136,7 @@ type HotKey struct {
 // Event kinds of the membership timeline.
 const (
 	EventJoined   = "joined"   // entered the ring
+	EventPresent  = "present"  // in the ring when this node joined it
 	EventLeft     = "left"     // left the ring gracefully
 	EventVanished = "vanished" // its key left etcd without a goodbye; held down
 	EventBack     = "back"     // a vanished member came back before removal

@@ -619,3 +619,28 @@ func TestUITimelineShowsPurges(t *testing.T) {
 		t.Errorf("the page does not show the prefix purge:\n%s", page)
 	}
 }
+
+// TestUINarrow loads the page of a live cluster at 360 px wide, a phone's
+// width, in headless Chromium: nothing overflows the width (no sideways
+// scrolling), and the groups card's cells are not squeezed below a word.
+func TestUINarrow(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	c := startUICluster(t, 3)
+	traffic(t, c, 30, 4)
+	phone := chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetDeviceMetricsOverride,
+			emulation.SetDeviceMetricsOverrideParams{Width: 360, Height: 740, DeviceScaleFactor: 2, Mobile: true})
+		return err
+	})
+	b.do(t, phone, chromedp.Navigate(c.urls()[0]+"/ui/?key=hello"), awaitUpdates(2))
+	if w := eval[int](t, b, `document.documentElement.scrollWidth`); w > 360 {
+		wide := eval[[]string](t, b, `[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > 361).slice(0, 8).map(e => e.tagName + (e.id ? "#" + e.id : "") + (e.className && e.className.baseVal === undefined ? "." + e.className : ""))`)
+		t.Errorf("the page is %d px wide at 360: it overflows (%v)", w, wide)
+	}
+	if narrow := eval[[]string](t, b, `[...document.querySelectorAll("#groups td, #groups th")].filter(e => e.getBoundingClientRect().width < 40 && e.textContent.trim() !== "").slice(0, 8).map(e => e.textContent.trim())`); len(narrow) > 0 {
+		t.Errorf("groups cells squeezed under 40 px at 360: %q", narrow)
+	}
+	b.screenshot(t, "ui-360px.png")
+	b.checkConsole(t)
+}

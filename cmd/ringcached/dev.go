@@ -32,6 +32,8 @@ type devConfig struct {
 	LogLevel    string
 	Placement   string // "" or hashed: hashed; ranges: explicit arcs in etcd
 	TLS         bool   // mutual TLS between the nodes, from a throwaway CA
+	// Progress, if not nil, gets a line for each step as it comes up.
+	Progress io.Writer
 }
 
 // devCluster is the running dev mode: an embedded etcd and the nodes
@@ -69,6 +71,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("%w: log-level: %v", errConfig, err)
 	}
 	log := newLogger(stdout, dc.LogLevel, "text")
+	dc.Progress = stdout
 	c, err := startDev(ctx, dc, log)
 	if err != nil {
 		return err
@@ -92,12 +95,20 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 			c.stop(5 * time.Second)
 		}
 	}()
+	began := time.Now()
+	step := func(format string, args ...any) {
+		if dc.Progress != nil {
+			fmt.Fprintf(dc.Progress, "dev: %5.1fs  %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+		}
+	}
 	if c.dir, err = os.MkdirTemp("", "ringcache-dev-etcd-"); err != nil {
 		return nil, err
 	}
+	step("starting an embedded etcd in %s", c.dir)
 	if err := c.startEtcd(ctx); err != nil {
 		return nil, err
 	}
+	step("etcd ready at %s", c.etcdURL)
 	var b [32]byte
 	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
 	c.secret = hex.EncodeToString(b[:])
@@ -141,6 +152,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 			return nil, fmt.Errorf("ringcached dev: %s: %w", cfg.NodeID, err)
 		}
 		c.nodes = append(c.nodes, n)
+		step("%s ready at http://%s", cfg.NodeID, n.addrs[0])
 	}
 	// Each node learns of the later ones through its etcd watch.
 	for _, n := range c.nodes {
@@ -148,6 +160,7 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 			return nil, err
 		}
 	}
+	step("every node sees all %d: the rings agree", len(c.nodes))
 	return c, nil
 }
 

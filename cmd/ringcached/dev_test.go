@@ -24,6 +24,11 @@ func TestDev(t *testing.T) {
 	t.Parallel()
 	out, stop, done := startRun(t, "dev", "-base-port", "0", "-demo-latency", "20ms", "-log-level", "warn")
 	out.await(t, regexp.MustCompile(`Press Ctrl-C to stop`), done)
+	// Each step is told as it comes up, even at -log-level warn.
+	steps := regexp.MustCompile(`(?m)^dev: +[0-9.]+s  (starting an embedded etcd|etcd ready|node1 ready|node2 ready|node3 ready|every node sees all 3)`)
+	if got := steps.FindAllStringSubmatch(out.String(), -1); len(got) != 6 {
+		t.Errorf("%d of the 6 steps told:\n%s", len(got), out.String())
+	}
 	var nodes []string
 	for _, m := range nodeLine.FindAllStringSubmatch(out.String(), -1) {
 		nodes = append(nodes, m[1])

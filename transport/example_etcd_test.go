@@ -34,7 +34,8 @@ func ExampleNode() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := node.NewGroup(cache.GroupConfig{Name: "users", MaxBytes: 64 << 20, Getter: origin}); err != nil {
+	users, err := node.NewGroup(cache.GroupConfig{Name: "users", MaxBytes: 64 << 20, Getter: origin})
+	if err != nil {
 		log.Fatal(err)
 	}
 	reg, err := peers.New(ctx, peers.Config{Endpoints: []string{etcdURL}, NodeID: "node-1", PeerURL: node.Self(), Setter: node})
@@ -46,6 +47,11 @@ func ExampleNode() {
 	defer node.Shutdown(ctx) // not ready, leave the ring, hand values over, drain, wait for loads
 
 	fmt.Println("members:", len(node.Pool().Members()), "ready:", node.Ready())
+	v, err := users.Get(ctx, "alice") // from this node's cache, its owner, or the origin (once)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("Get: %s\n", v.Data)
 	res, err := http.Get(node.Self() + "/cache/users/alice")
 	if err != nil {
 		log.Fatal(err)
@@ -56,6 +62,7 @@ func ExampleNode() {
 	fmt.Printf("HTTP: %d %s\n", res.StatusCode, body)
 	// Output:
 	// members: 1 ready: true
+	// Get: profile of alice
 	// HTTP: 200 profile of alice
 }
 

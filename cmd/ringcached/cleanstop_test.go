@@ -47,3 +47,37 @@ func TestCleanStopWarnsNobody(t *testing.T) {
 		}
 	}
 }
+
+// TestHotCopyCacheControl reads keys with no expiry through a node that
+// does not own them, twice (the second answer comes from its hot copy), and
+// through their owners: no answer carries Cache-Control, since the value
+// itself never expires; the hot copy's own lifetime (HotTTL) is not the
+// client's business.
+func TestHotCopyCacheControl(t *testing.T) {
+	t.Parallel()
+	o := newCountingOrigin(t, 0)
+	tc := startCluster(t, 2, o, "", nil)
+	c := clientFrom("127.0.0.1", 4)
+	hot := 0
+	for i := 0; i < 40; i++ {
+		key := fmt.Sprintf("cc%d", i)
+		var ring ringInfo
+		getJSON(t, tc.urls[0]+"/debug/ring?key="+key, &ring)
+		for round := range 2 {
+			res, err := c.Get(tc.urls[0] + "/cache/g/" + key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if cc := res.Header.Get("Cache-Control"); res.StatusCode != http.StatusOK || cc != "" {
+				t.Errorf("GET %s (owner %s, round %d): %d, Cache-Control %q; want 200 and none", key, ring.Owner, round, res.StatusCode, cc)
+			}
+			if ring.Owner != tc.nodes[0].self && round == 1 {
+				hot++
+			}
+		}
+	}
+	if st := tc.nodes[0].cache.Groups()[0].Stats(); st.HotHits == 0 || hot == 0 {
+		t.Fatalf("%d hot hits on node 0 (%d reads of copies): the test read no hot copy", st.HotHits, hot)
+	}
+}

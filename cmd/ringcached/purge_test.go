@@ -304,3 +304,25 @@ func TestPurgesRacingWritesLinearizable(t *testing.T) {
 	checkHistory(t, h, o)
 	_ = porcupine.Ok
 }
+
+// TestStaticPurgeNamesWhatItMissed purges through a static cluster of three
+// with one node stopped: the purge answers after retrying it for 10 s, names
+// it unconfirmed and the two others confirmed, and is not recorded (there
+// is no log without etcd).
+func TestStaticPurgeNamesWhatItMissed(t *testing.T) {
+	t.Parallel()
+	o := newVersionedOrigin(t)
+	tc := purgeCluster(t, 3, o, nil)
+	tc.nodes[2].stop(t.Context())
+	r := &reader{t: t, c: &http.Client{Timeout: time.Minute}, urls: tc.urls}
+	start := time.Now()
+	code, a := purge(t, r, tc.urls[0], "")
+	took := time.Since(start)
+	if code != http.StatusOK || a.Recorded || len(a.Confirmed) != 1 || a.Confirmed[0] != tc.urls[1] ||
+		len(a.Unconfirmed) != 1 || a.Unconfirmed[0] != tc.urls[2] {
+		t.Fatalf("purge with n2 down: %d %+v; want n1 confirmed, n2 unconfirmed, not recorded", code, a)
+	}
+	if took < 9*time.Second {
+		t.Errorf("the purge answered after %v; want it to have retried the stopped node for 10s", took)
+	}
+}

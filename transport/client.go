@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Peer client tuning, measured by BenchmarkPeerFetch (README, Figures).
+// Peer client tuning, measured by BenchmarkPeerFetch (deploy/bench/README.md).
 const (
 	peerKeepAlive   = 30 * time.Second
 	peerIdleTimeout = PeerIdleConnTimeout // below NewServer's IdleTimeout, so the client closes first

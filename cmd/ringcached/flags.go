@@ -24,7 +24,7 @@ import (
 // derive from name, so the three cannot drift apart.
 type setting struct {
 	name  string
-	def   string // the default as README shows it
+	def   string // the default as the configuration reference (README.md here) shows it
 	usage string
 	list  bool // a YAML sequence is accepted and joined with commas
 	flag  bool // a boolean flag: "-name" alone means true
@@ -32,7 +32,7 @@ type setting struct {
 }
 
 // defaults is DefaultConfig, from which each setting's documented default
-// derives, so that -help and README (TestREADMEDefaults) show the real one.
+// derives, so that -help and the configuration reference (TestReferenceDefaults) show the real one.
 var defaults = DefaultConfig()
 
 // settings are the daemon's flags, in the order -help lists them. "group"

@@ -30,7 +30,7 @@ import (
 // accounting of an entry may miss) plus memBase. Under a cgroup memory
 // limit the derived limit plus memReserve must fit below it, or the node
 // refuses to start. The figures are measured by deploy/bench/memory.sh;
-// README's "Memory and sizing" has the table.
+// deploy/README.md's "Memory and sizing" has the table.
 const (
 	// memBase is what a node needs beyond its caches: the runtime and its
 	// metadata, goroutine stacks, HTTP connections and request buffers,
@@ -46,7 +46,7 @@ const (
 	// 1.2 x budgets + 64 MiB: the collector's CPU is capped, so a starved
 	// node overshoots. 100 B values cost about 1.5 x the CPU per request at
 	// this limit, and would need about 1.7 x budgets to come within 10%
-	// (README's "Memory and sizing"): no headroom under that bound gets them
+	// (deploy/README.md's "Memory and sizing"): no headroom under that bound gets them
 	// there, so it stays where the larger values need it.
 	memHeadroomDiv = 8
 	// memReserve is what the process holds beyond what the Go runtime counts

@@ -3,7 +3,7 @@
 # the daemon derives (-memory-limit auto) and without one (off), for 100 B,
 # 1 KiB and 64 KiB values: one node on loopback, one demo group of 256 MiB,
 # more distinct keys than the budget holds, no GOMEMLIMIT in the daemon's
-# environment. Prints a Markdown table (README's "Memory and sizing") and the
+# environment. Prints a Markdown table (deploy/README.md's "Memory and sizing") and the
 # throughput of auto as a ratio to off in the same run. Needs only Go.
 #
 #   ./deploy/bench/memory.sh                      # every size, one round

@@ -15,10 +15,12 @@ repo_dir=$(dirname "$deploy_dir")
 build_dir="${RINGCACHE_BUILD_DIR:-$deploy_dir/.build}"
 
 export COMPOSE_PROJECT_NAME="${COMPOSE_PROJECT_NAME:-ringcache}"
-# Images are tagged after the project, so that one cluster's build never
-# replaces the image another cluster runs.
-export RINGCACHE_IMAGE="${RINGCACHE_IMAGE:-ringcache/ringcached:$COMPOSE_PROJECT_NAME}"
-export RINGCACHE_ETCD_IMAGE="${RINGCACHE_ETCD_IMAGE:-ringcache/etcd:v3.7.3-$COMPOSE_PROJECT_NAME}"
+# Images are named after the project (the default project's are
+# ringcache/ringcached:dev and ringcache/etcd:v3.7.3, as the Kubernetes
+# manifests name them), so that one cluster's build never replaces the image
+# another cluster runs.
+export RINGCACHE_IMAGE="${RINGCACHE_IMAGE:-$COMPOSE_PROJECT_NAME/ringcached:dev}"
+export RINGCACHE_ETCD_IMAGE="${RINGCACHE_ETCD_IMAGE:-$COMPOSE_PROJECT_NAME/etcd:v3.7.3}"
 
 if [ -n "${RINGCACHE_COMPOSE:-}" ]; then
 	read -r -a compose_cmd <<<"$RINGCACHE_COMPOSE"

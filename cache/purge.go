@@ -105,7 +105,7 @@ func (n *Node) ApplyPurge(p Purge) int {
 }
 
 // EndPurge ends p's purge on this node (see ApplyPurge). A purge that is
-// never ended ends by itself after a minute.
+// never ended ends by itself after purgeHold.
 func (n *Node) EndPurge(p Purge) {
 	g, ok := n.Group(p.Group)
 	if !ok {
@@ -114,9 +114,11 @@ func (n *Node) EndPurge(p Purge) {
 	g.purges.end(p.ID)
 }
 
-// purgeHold bounds a purge's hold on a group when its end never comes
-// (the node that made it died before it sent it).
-const purgeHold = time.Minute
+// purgeHold bounds a purge's hold on a group when its end never comes (the
+// node that made it died before it sent it, or this node learnt of the
+// purge from the log): longer than any purge takes to end, which is at most
+// a purge lease (the transport bounds it at 5 minutes) after it began.
+const purgeHold = 6 * time.Minute
 
 // inPurges are the purges a group is in, between ApplyPurge and EndPurge.
 type inPurges struct {

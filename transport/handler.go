@@ -42,6 +42,10 @@ type HandlerConfig struct {
 //	                                owner); 204. Content-Type is kept;
 //	                                "Cache-Control: max-age=N" sets the expiry
 //	DELETE /cache/{group}/{key...}  drop the key cluster-wide; 204
+//	GET    /cache/{group}?key=K...  many keys in one answer (also POST of a
+//	                                form of keys); see serveBatch
+//	DELETE /cache/{group}[?prefix=P] purge the group (or the keys under P)
+//	                                on every node; see servePurge
 //
 // A 200 carries ETag, Content-Type (application/octet-stream unless the
 // origin or the PUT said otherwise), Content-Length and, for a value that
@@ -96,6 +100,9 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 	h.mux.HandleFunc("DELETE "+PublicPrefix+"{group}", func(w http.ResponseWriter, r *http.Request) {
 		h.servePurge(w, r, r.PathValue("group"))
 	})
+	batch := func(w http.ResponseWriter, r *http.Request) { h.serveBatch(w, r, r.PathValue("group")) }
+	h.mux.HandleFunc("GET "+PublicPrefix+"{group}", batch)
+	h.mux.HandleFunc("POST "+PublicPrefix+"{group}", batch)
 	h.mux.HandleFunc(PublicPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: want %s{group}/{key}", ErrBadPath, PublicPrefix))
 	})

@@ -242,6 +242,12 @@ func (n *Node) SetMembership(m Membership) {
 	n.member.Store(&memberBox{m})
 	n.followRegistration(m)
 	if log, ok := m.(PurgeLog); ok {
+		// Current from now: the caches are still empty (SetMembership comes
+		// before the node serves), and every purge recorded from now on
+		// names this node, registered already, as one to wait for. So a
+		// write or load right after the start is served at once, without
+		// waiting for the first read of the log.
+		n.pool.purges.freshAt.Store(n.pool.purges.since())
 		n.pool.purges.log.Store(&purgeLogBox{log})
 		n.pool.goBackground(func(ctx context.Context) { n.pool.purges.follow(ctx, log) })
 	}

@@ -109,6 +109,9 @@ func (ps *purges) current() bool {
 }
 
 // apply applies p here unless it was applied before (cache.Node.ApplyPurge).
+// The purge then holds the group until the node that made it ends it
+// (end), or for a few minutes: a node that applied a purge must not keep values
+// from nodes that may not have, whichever way the purge reached it first.
 func (ps *purges) apply(p cache.Purge) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -150,14 +153,19 @@ func (ps *purges) catchUp(start, rev int64, got []cache.Purge) {
 		ps.pool.cfg.Logger.Warn("transport: purge log unread for longer than it keeps purges; dropping every cached value")
 		if node := ps.node.Load(); node != nil {
 			for _, g := range node.Groups() {
-				node.ApplyPurge(cache.Purge{Group: g.Name()})
+				p := cache.Purge{ID: "retention", Group: g.Name()}
+				node.ApplyPurge(p)
+				node.EndPurge(p)
 			}
 		}
 	}
 	for _, p := range got {
-		// The purge is over elsewhere: it begins and ends here at once.
+		// Not ended here: the purge may still be under way elsewhere
+		// (the record is written before the purge is sent), and this
+		// node must not keep copies from nodes that have not applied it
+		// yet. The node that made it ends it, or its hold runs out
+		// (a few minutes without new hot copies of the group here).
 		ps.apply(p)
-		ps.end(p)
 	}
 	ps.mu.Lock()
 	ps.rev = max(ps.rev, rev)

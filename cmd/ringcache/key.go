@@ -71,10 +71,13 @@ type getResult struct {
 }
 
 func runGet(ctx context.Context, args []string, env environ) error {
-	cmd := newCommand("get", "get [flags] KEY", env).withOutput().withGroup("demo", "the key's group")
-	pos, err := cmd.parse(args, 1, 1)
+	cmd := newCommand("get", "get [flags] KEY [KEY...]", env).withOutput().withGroup("demo", "the keys' group")
+	pos, err := cmd.parse(args, 1, maxGetKeys)
 	if err != nil {
 		return err
+	}
+	if len(pos) > 1 {
+		return getMany(ctx, cmd, env, pos)
 	}
 	o, key := &cmd.opts, pos[0]
 	if key == "" {

@@ -434,3 +434,28 @@ func TestPurgePrefix(t *testing.T) {
 		t.Errorf("purge without a group: exit %d, %v; want a usage error", r.code(), r.err)
 	}
 }
+
+// TestGetMany reads several keys in one request: each found one is a
+// "KEY<TAB>VALUE" line in the order given, a missing one is named on stderr
+// and makes the exit status 3; -o json prints the node's lines as they are.
+func TestGetMany(t *testing.T) {
+	base, root := fileNode(t)
+	for _, name := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte("body of "+name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := cli(t, "", urlEnv(base), "get", "-group", "files", "b", "a")
+	if r.err != nil || r.stdout != "b\tbody of b\na\tbody of a\n" {
+		t.Fatalf("get b a = %q, %v", r.stdout, r.err)
+	}
+	r = cli(t, "", urlEnv(base), "get", "-group", "files", "a", "missing", "b")
+	if r.code() != exitNotFound || r.stdout != "a\tbody of a\nb\tbody of b\n" || !strings.Contains(r.stderr, "missing: not found") {
+		t.Errorf("get a missing b: exit %d, stdout %q, stderr %q", r.code(), r.stdout, r.stderr)
+	}
+	r = cli(t, "", urlEnv(base), "get", "-o", "json", "-group", "files", "a", "missing")
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code() != exitNotFound || len(lines) != 2 ||
+		!strings.Contains(lines[0], `"status":200`) || !strings.Contains(lines[1], `"status":404`) {
+		t.Errorf("get -o json a missing: %q, %v", r.stdout, r.err)
+	}
+}

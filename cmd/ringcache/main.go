@@ -137,7 +137,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage: ringcache <subcommand> [flags] [arguments]
 
 cluster commands (nodes from -url or RINGCACHE_URL, default http://127.0.0.1:8081):
-  get KEY            print KEY's value in -group (default demo); exit 3 if not found
+  get KEY [KEY...]   print KEY's value in -group (default demo), or several keys' in one request; exit 3 if not found
   put KEY [VALUE]    store VALUE, or -file's contents, or stdin (an empty one needs -empty); -ttl sets an expiry
   del KEY            drop KEY on its owner and every copy on every node
   purge GROUP        drop every value of GROUP (or, with -prefix, of its keys under a prefix) on every node

@@ -229,7 +229,7 @@ func TestBadArguments(t *testing.T) {
 		{"no subcommand", nil},
 		{"unknown subcommand", []string{"fetch"}},
 		{"get without key", []string{"get"}},
-		{"get two keys", []string{"get", "a", "b"}},
+		{"get an empty key among several", []string{"get", "a", ""}},
 		{"get empty key", []string{"get", ""}},
 		{"unknown flag", []string{"get", "-x", "k"}},
 		{"bad output", []string{"stats", "-o", "yaml"}},

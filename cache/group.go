@@ -580,7 +580,21 @@ func (g *Group) ringChanged() {
 	g.writtenMu.Unlock()
 	remote := func(key string) bool { _, r := g.pick(key); return r }
 	moved := g.main.takeIf(remote)
-	g.hot.removeIf(func(key string) bool { return !remote(key) })
+	// A hot copy is served under its owner's contact lease: once another
+	// node owns the key, writes go there, and the old owner's lease says
+	// nothing of them. So copies of keys that moved between two other nodes
+	// go too, with those of keys this node now owns.
+	prev, _ := g.peers.(Handoffer)
+	g.hot.removeIf(func(key string) bool {
+		if !remote(key) {
+			return true
+		}
+		if prev != nil {
+			_, movedAway := prev.PreviousOwner(key)
+			return movedAway
+		}
+		return false
+	})
 	g.handoff.removeIf(func(key string) bool { return !remote(key) })
 	window := g.node.handoff
 	if window <= 0 || g.node.closed.Load() {

@@ -295,3 +295,42 @@ func TestHotBorrowsWithinTheHandoffBudget(t *testing.T) {
 		used("after the window")
 	})
 }
+
+// TestHotCopyGoesWhenItsKeyMoves: a node's hot copy of a key owned by one
+// peer is dropped when the key moves to another peer, whose writes the old
+// owner's lease says nothing of: the next read fetches from the new owner.
+func TestHotCopyGoesWhenItsKeyMoves(t *testing.T) {
+	owner, prev := new(atomic.Int64), new(atomic.Int64)
+	owner.Store(1)
+	prev.Store(-1)
+	peers := []*fakePeer{{name: "node0"}, {name: "node1"}, {name: "node2"}}
+	var groups []*Group
+	var nodes []*Node
+	for i := range 3 {
+		n := New(Config{Peers: handoffRing{switchRing{self: i, peers: peers, owner: owner}, prev}})
+		peers[i].node = n
+		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+			return Value{Data: []byte(fmt.Sprintf("n%d:%s", i, key))}, nil
+		})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups, nodes = append(groups, g), append(nodes, n)
+	}
+	mustGet(t, groups[0], "k", "n1:k") // node0 keeps a copy of node1's value
+	if s := groups[0].Stats(); s.HotItems != 1 {
+		t.Fatalf("HotItems = %d, want the copy", s.HotItems)
+	}
+	owner.Store(2)
+	prev.Store(1)
+	for _, n := range nodes {
+		n.RingChanged()
+	}
+	if s := groups[0].Stats(); s.HotItems != 0 {
+		t.Errorf("HotItems = %d after k moved from node1 to node2, want 0", s.HotItems)
+	}
+	if _, err := groups[2].Set(t.Context(), "k", Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, groups[0], "k", "written")
+}

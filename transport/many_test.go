@@ -100,3 +100,35 @@ func TestBatchRead(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBatchRead reads 50 warm keys of a 3-node cluster through one
+// node, as 50 GETs one after another (what a client without batches does)
+// and as one batch: go test -run '^$' -bench BatchRead -count 6 ./transport.
+func BenchmarkBatchRead(b *testing.B) {
+	nodes, _ := newCluster(b, 3, clusterOpts{})
+	c := testClient(b)
+	var keys []string
+	for i := range 50 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	batch := nodes[0].url + PublicPrefix + "g?" + url.Values{"key": keys}.Encode()
+	for range 2 { // warm: loaded, then copies kept where they are read
+		mustDo(b, c, "GET", batch, nil)
+	}
+	b.Run("50-gets", func(b *testing.B) {
+		for b.Loop() {
+			for _, k := range keys {
+				if r := mustDo(b, c, "GET", nodes[0].url+PublicPrefix+"g/"+k, nil); r.status != http.StatusOK {
+					b.Fatal(r.status)
+				}
+			}
+		}
+	})
+	b.Run("1-batch", func(b *testing.B) {
+		for b.Loop() {
+			if r := mustDo(b, c, "GET", batch, nil); r.status != http.StatusOK {
+				b.Fatal(r.status)
+			}
+		}
+	})
+}

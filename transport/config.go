@@ -111,7 +111,8 @@ type Config struct {
 	// request not signed with one of them, dated outside SignatureWindow, or
 	// whose nonce it has seen (a replay). Every node must accept the secret
 	// the others sign with; several are for a rotation (Pool.SetSecrets). At
-	// most MaxSecrets. Secrets authenticate peers; they do not encrypt: use
+	// most MaxSecrets, each of at least MinSecretBytes. Secrets authenticate
+	// peers; they do not encrypt: use
 	// TLS for confidentiality. Empty: peer requests are not signed (and a
 	// groupcache peer can take part).
 	Secrets [][]byte

@@ -22,7 +22,7 @@ import (
 // unchanged, through the public route and the peer hop.
 func TestKeyRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, secret := range []string{"", "signed"} {
+	for _, secret := range []string{"", "signed, sixteen bytes or more"} {
 		t.Run("secret="+secret, func(t *testing.T) {
 			t.Parallel()
 			testKeyRoundTrip(t, []byte(secret))

@@ -304,7 +304,7 @@ func TestOwnerDown(t *testing.T) {
 // itself.
 func TestSignedPeers(t *testing.T) {
 	t.Parallel()
-	secret := []byte("cluster secret")
+	secret := []byte("cluster secret of 32 bytes......")
 	nodes, loads := newCluster(t, 3, clusterOpts{
 		pool: func(i int, c *Config) { c.Secret = secret },
 	})
@@ -375,7 +375,7 @@ func TestSignedPeers(t *testing.T) {
 	// A node with another secret: its fetches are refused, so it loads
 	// the key itself.
 	odd, oddLoads := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) { c.Secret = []byte(fmt.Sprint("secret-", i)) },
+		pool: func(i int, c *Config) { c.Secret = []byte(fmt.Sprint("a secret of node ", i)) },
 	})
 	k := ""
 	for i := 0; k == ""; i++ {

@@ -52,14 +52,18 @@ func (a *peerAuth) signed() bool { return len(*a.secrets.Load()) > 0 }
 
 // checkSecrets validates a list of secrets for Config.Secrets or SetSecrets
 // and returns a copy, so that a caller reusing its slices cannot change them.
+// MinSecretBytes is the shortest cluster secret a Pool accepts: 128 bits,
+// if it is random. A shorter one could be guessed from a signed request.
+const MinSecretBytes = 16
+
 func checkSecrets(secrets [][]byte) ([][]byte, error) {
 	if len(secrets) > MaxSecrets {
 		return nil, fieldError("Secrets", "%d secrets: want at most %d", len(secrets), MaxSecrets)
 	}
 	out := make([][]byte, len(secrets))
 	for i, s := range secrets {
-		if len(s) == 0 {
-			return nil, fieldError("Secrets", "secret #%d is empty", i+1)
+		if len(s) < MinSecretBytes {
+			return nil, fieldError("Secrets", "secret #%d has %d bytes; at least %d (openssl rand -hex 32 gives 64)", i+1, len(s), MinSecretBytes)
 		}
 		out[i] = append([]byte(nil), s...)
 	}

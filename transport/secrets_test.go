@@ -356,7 +356,7 @@ func TestRefusedLogged(t *testing.T) {
 	t.Parallel()
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.Secret = []byte("cluster secret"); c.Logger = log }})
+	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.Secret = []byte("cluster secret of 32 bytes......"); c.Logger = log }})
 	c := testClient(t)
 	path := peerPath(DefaultBasePath, testGroup, "k")
 	for range 50 {

@@ -22,9 +22,10 @@ import (
 	"github.com/ringcache/ringcache/transport"
 )
 
-// minSecretBytes is the shortest cluster secret the daemon accepts: 128
-// bits, if it is random. `openssl rand -hex 32` gives 64 characters.
-const minSecretBytes = 16
+// minSecretBytes is the shortest cluster secret the daemon accepts: the
+// library's own rule (transport.MinSecretBytes), checked here to name the
+// flag. `openssl rand -hex 32` gives 64 characters.
+const minSecretBytes = transport.MinSecretBytes
 
 // reloadInterval is how often the secret file and the TLS files are read
 // again to look for a change (besides on SIGHUP). Reading three small files

@@ -94,7 +94,8 @@ func newPurgeID() string {
 // that reached this node, and EndPurge once the purge reached every node
 // it could reach: in between, the group keeps no value it takes from
 // another node (hot copies, hand-offs), which may not have applied the
-// purge yet. It is idempotent.
+// purge yet. Applied again, it drops again what was stored meanwhile: the
+// transport applies each purge once (by its ID).
 func (n *Node) ApplyPurge(p Purge) int {
 	g, ok := n.Group(p.Group)
 	if !ok {

@@ -147,12 +147,13 @@ func (a *Auth) checkRead(authorization string) error {
 
 // Check authorizes r by its method and bearer token. It returns nil, or
 // ErrNoToken or ErrBadToken (401), or ErrWritesDisabled (403) for a write
-// when no write token is configured and writes are not open. Methods other
-// than GET, HEAD, PUT and DELETE pass: the handler refuses them itself.
+// when no write token is configured and writes are not open. A POST is a
+// read (a batch of keys). Methods other than GET, HEAD, POST, PUT and
+// DELETE pass: the handler refuses them itself.
 func (a *Auth) Check(r *http.Request) error {
 	st := a.state.Load()
 	switch r.Method {
-	case http.MethodGet, http.MethodHead:
+	case http.MethodGet, http.MethodHead, http.MethodPost:
 		return a.checkRead(r.Header.Get("Authorization"))
 	case http.MethodPut, http.MethodDelete:
 		switch {

@@ -81,11 +81,13 @@ func TestAuthCheck(t *testing.T) {
 		{"token: bare token", tokens, http.MethodPut, writeToken, ErrNoToken},
 		{"token: empty bearer", tokens, http.MethodPut, "Bearer ", ErrNoToken},
 		{"token: DELETE right", tokens, http.MethodDelete, "Bearer " + writeToken, nil},
-		{"token: other methods left to the handler", tokens, http.MethodPost, "", nil},
+		{"token: other methods left to the handler", tokens, http.MethodPatch, "", nil},
+		{"token: POST (a batch read) open", tokens, http.MethodPost, "", nil},
 		{"reads: GET without", reads, http.MethodGet, "", ErrNoToken},
 		{"reads: GET read token", reads, http.MethodGet, "Bearer " + readToken, nil},
 		{"reads: GET write token", reads, http.MethodGet, "Bearer " + writeToken, nil},
 		{"reads: HEAD wrong", reads, http.MethodHead, "Bearer " + otherToken, ErrBadToken},
+		{"reads: POST (a batch read) without", reads, http.MethodPost, "", ErrNoToken},
 		{"reads: PUT with the read token", reads, http.MethodPut, "Bearer " + readToken, ErrBadToken},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,12 +97,19 @@ func NewHandler(node *cache.Node, cfg HandlerConfig) (*Handler, error) {
 	h.mux.HandleFunc(PublicPrefix+"{group}/{key...}", func(w http.ResponseWriter, r *http.Request) {
 		h.serveKey(w, r, r.PathValue("group"), r.PathValue("key"))
 	})
-	h.mux.HandleFunc("DELETE "+PublicPrefix+"{group}", func(w http.ResponseWriter, r *http.Request) {
+	// The routes of a whole group, behind the same check as a key's.
+	guard := func(f http.HandlerFunc) http.Handler {
+		if cfg.Auth == nil {
+			return f
+		}
+		return cfg.Auth.Guard(f)
+	}
+	h.mux.Handle("DELETE "+PublicPrefix+"{group}", guard(func(w http.ResponseWriter, r *http.Request) {
 		h.servePurge(w, r, r.PathValue("group"))
-	})
-	batch := func(w http.ResponseWriter, r *http.Request) { h.serveBatch(w, r, r.PathValue("group")) }
-	h.mux.HandleFunc("GET "+PublicPrefix+"{group}", batch)
-	h.mux.HandleFunc("POST "+PublicPrefix+"{group}", batch)
+	}))
+	batch := guard(func(w http.ResponseWriter, r *http.Request) { h.serveBatch(w, r, r.PathValue("group")) })
+	h.mux.Handle("GET "+PublicPrefix+"{group}", batch)
+	h.mux.Handle("POST "+PublicPrefix+"{group}", batch)
 	h.mux.HandleFunc(PublicPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: want %s{group}/{key}", ErrBadPath, PublicPrefix))
 	})
@@ -330,15 +337,23 @@ func (h *Handler) appendHead(b []byte, v cache.Value) (_ []byte, tagEnd, lenEnd 
 	tagEnd = len(b)
 	b = strconv.AppendInt(b, int64(len(v.Data)), 10)
 	lenEnd = len(b)
-	expires = !v.NoStore && !v.Stale && !v.Expires.IsZero()
+	secs, expires := maxAgeOf(v, h.now())
 	if expires {
-		// Round up: a value that expires in 0.4s may be cached for 1s,
-		// rather than max-age=0 telling clients it is already stale.
-		secs := max(0, int64(math.Ceil(v.Expires.Sub(h.now()).Seconds())))
 		b = append(b, "max-age="...)
 		b = strconv.AppendInt(b, secs, 10)
 	}
 	return b, tagEnd, lenEnd, expires
+}
+
+// maxAgeOf returns the max-age, in seconds, that tells a client when v
+// expires, and false when it has none to tell (no expiry, no-store, or
+// served stale). It rounds up: a value that expires in 0.4s may be cached
+// for 1s, rather than max-age=0 telling clients it is already stale.
+func maxAgeOf(v cache.Value, now time.Time) (int64, bool) {
+	if v.NoStore || v.Stale || v.Expires.IsZero() {
+		return 0, false
+	}
+	return max(0, int64(math.Ceil(v.Expires.Sub(now).Seconds()))), true
 }
 
 // autoLengthMax is the largest body for which net/http sends the

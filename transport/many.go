@@ -3,10 +3,8 @@ package transport
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"time"
 	"unicode/utf8"
 
 	"github.com/ringcache/ringcache/cache"
@@ -47,15 +45,10 @@ type batchItem struct {
 // with no key, more than MaxBatchKeys, or a key that is empty or too long
 // is refused whole (400); values past MaxBatchBytes are answered 413, to
 // be asked for again.
+//
+// The mux guards it with Auth: a batch only reads, so a POST of keys needs
+// what a GET needs.
 func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string) {
-	if h.cfg.Auth != nil {
-		// A batch only reads: a POST of keys needs what a GET needs.
-		if err := h.cfg.Auth.checkRead(r.Header.Get("Authorization")); err != nil {
-			challenge(w, err)
-			writeError(w, err)
-			return
-		}
-	}
 	keys, err := batchKeys(w, r)
 	if err == nil {
 		for _, k := range keys {
@@ -99,9 +92,6 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 		case res.Err != nil:
 			it.Status = StatusOf(res.Err)
 			it.Error = errorText(res.Err, it.Status)
-			if errors.Is(res.Err, cache.ErrNotFound) {
-				it.Error = "not found"
-			}
 		case int64(len(res.Value.Data)) > budget:
 			it.Status = http.StatusRequestEntityTooLarge
 			it.Error = "batch answer full; ask for this key again"
@@ -120,8 +110,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 				sum = cache.Checksum(v.Data)
 			}
 			it.ETag = string(appendETag(nil, sum, len(v.Data)))
-			if !v.Expires.IsZero() && !v.NoStore && !v.Stale {
-				secs := max(0, int64(v.Expires.Sub(now)/time.Second))
+			if secs, ok := maxAgeOf(v, now); ok {
 				it.MaxAge = &secs
 			}
 			if v.Stale {

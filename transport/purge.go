@@ -281,11 +281,10 @@ func (ps *purges) answer(after int64) purgesAnswer {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
 	ans := purgesAnswer{Rev: ps.rev, Age: -1, Purges: []cache.Purge{}}
-	f := ps.freshAt.Load()
-	if ps.log.Load() == nil || f == 0 || !ps.current() || after < ps.forgot {
-		return ans
+	if ps.log.Load() == nil || !ps.current() || after < ps.forgot {
+		return ans // no log, or not current itself (current needs a read of the log)
 	}
-	ans.Age = ps.since() - f
+	ans.Age = ps.since() - ps.freshAt.Load()
 	for _, p := range ps.applied {
 		if p.Rev > after {
 			ans.Purges = append(ans.Purges, p)
@@ -516,15 +515,9 @@ var _ cache.Purger = (*Pool)(nil)
 // servePurge serves DELETE /cache/{group}[?prefix=P]: a purge of the
 // group, or of its keys under P, on every node. 200 with the
 // cache.PurgeResult as JSON once it holds; an empty prefix is refused
-// (400) rather than taken for the whole group.
+// (400) rather than taken for the whole group. The mux guards it with
+// Auth (the write token).
 func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string) {
-	if h.cfg.Auth != nil {
-		if err := h.cfg.Auth.Check(r); err != nil {
-			challenge(w, err)
-			writeError(w, err)
-			return
-		}
-	}
 	q := r.URL.Query()
 	prefix, scoped := q.Get("prefix"), q.Has("prefix")
 	switch {

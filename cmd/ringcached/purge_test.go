@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/ringcache/ringcache/internal/faultnet"
 )
 
@@ -302,7 +300,6 @@ func TestPurgesRacingWritesLinearizable(t *testing.T) {
 	}
 	t.Logf("%d purges", len(purges))
 	checkHistory(t, h, o)
-	_ = porcupine.Ok
 }
 
 // TestStaticPurgeNamesWhatItMissed purges through a static cluster of three

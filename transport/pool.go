@@ -354,7 +354,8 @@ func (p *Pool) checkVersion(st *poolState, peer, header string) {
 	pair := versionPair{ours, theirs}
 	if v, seen := p.seen.Load(pair); seen {
 		vs := v.(*versionSeen)
-		if time.Since(vs.first) >= p.versionSettle && !vs.warned.Load() && vs.warned.CompareAndSwap(false, true) {
+		// Once warned, the pair costs a request no clock read.
+		if !vs.warned.Load() && time.Since(vs.first) >= p.versionSettle && vs.warned.CompareAndSwap(false, true) {
 			p.cfg.Logger.Warn("transport: peer sees another ring", "peer", peer, "ring_version", st.versionHeader[0],
 				"peer_ring_version", strconv.FormatUint(theirs, 16), "since", vs.first.Format(time.RFC3339))
 		}

@@ -326,6 +326,60 @@ func TestNoOldValueAfterRejoin(t *testing.T) {
 	}
 }
 
+// TestDroppedOwnerLearnsFromTheRequest: the others drop the owner of k and
+// take it back at once, between two of its probes, while its own
+// registration never lapsed (it does not probe then): k was written
+// meanwhile through the others. The first peer request it gets carries the
+// asker's new token for it, and it serves nothing of what it held before.
+func TestDroppedOwnerLearnsFromTheRequest(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 3, clusterOpts{tenure: func(int) func() (uint64, bool) {
+		return func() (uint64, bool) { return 1, true }
+	}})
+	c := testClient(t)
+	owner := nodes[1]
+	key := keyOf(t, nodes, owner, "k")
+	put(t, c, nodes[0], key, "first")
+	mustRead(t, c, owner, key, "first")
+	// The owner's first probes bring each peer's token for it: its
+	// baseline, to which a later token is compared.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		known := 0
+		for _, pe := range owner.pool.state.Load().peers {
+			if pe.since.Load() != nil {
+				known++
+			}
+		}
+		if known == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner knows %d of 2 peers' tokens for it after 5s", known)
+		}
+	}
+
+	others := []*testNode{nodes[0], nodes[2]}
+	for _, n := range others {
+		if err := n.pool.Set(nodes[0].url, nodes[2].url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := put(t, c, nodes[0], key, "second"); r.status != http.StatusNoContent {
+		t.Fatalf("PUT while the owner is out = %d %q", r.status, r.body)
+	}
+	for _, n := range others {
+		if err := n.pool.Set(nodes[0].url, nodes[1].url, nodes[2].url); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, key), nil)
+		if r.status != http.StatusOK || r.body == "first" {
+			t.Fatalf("GET at %s after the owner was taken back = %d %q; the first write came back", n.url, r.status, r.body)
+		}
+	}
+}
+
 // TestFailingOriginIsAskedOncePerErrorTTL: 50 requests for a key whose
 // origin fails, through every node, reach the origin once per ErrorTTL.
 func TestFailingOriginIsAskedOncePerErrorTTL(t *testing.T) {

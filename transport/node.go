@@ -295,6 +295,17 @@ func (n *Node) changeTerm(reg uint64, held bool) (uint64, bool) {
 	n.terms.mu.Lock()
 	t := n.terms.cur.Load()
 	peer, dropped := n.pool.droppedBy()
+	if t != nil && t.reg != reg && !dropped {
+		// Registered again. The peers are asked first, and this waits for
+		// their answers (a round trip; PeerTimeout for a silent one), as
+		// does every lookup meanwhile (terms.mu): one that dropped this
+		// node and took it back while it was away says so with its token,
+		// and the cache starts a new term before it serves a value that
+		// peer may have bypassed. Its word from before, all that
+		// MemberConfirmed would go on, says nothing of that.
+		n.pool.askMembers(n.pool.cfg.PeerTimeout)
+		peer, dropped = n.pool.droppedBy()
+	}
 	switch {
 	case t == nil:
 		t = &cacheTerm{cache: 1, reg: reg}

@@ -288,6 +288,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	st := p.state.Load()
 	req.Header[hdrPeer] = p.selfHeader
 	req.Header[hdrRingVersion] = st.versionHeader
+	if h, ok := st.sinceHeader[pe.url]; ok {
+		req.Header[hdrMemberSince] = h
+	}
 	if r.method == http.MethodGet || r.lease {
 		req.Header[hdrLease] = leaseWanted
 	}

@@ -115,7 +115,10 @@ type poolState struct {
 	// share it, and net/http only reads it.
 	versionHeader []string
 	// since holds each peer's token (tenure.go): when this pool added it.
-	since map[string]string
+	// sinceHeader holds the same as header values, sent with every request
+	// to the peer (built once, as versionHeader).
+	since       map[string]string
+	sinceHeader map[string][]string
 	// prev is the ring before the last change (for a node that has just
 	// joined, the ring of the others), nil if none: PreviousOwner reads it.
 	// gone holds the peers of prev that left with the change.
@@ -242,6 +245,7 @@ func (p *Pool) install(ring ring, members []string) {
 		members:       members,
 		peers:         make(map[string]*peer, len(members)),
 		since:         make(map[string]string, len(members)),
+		sinceHeader:   make(map[string][]string, len(members)),
 		versionHeader: []string{strconv.FormatUint(ring.Version(), 16)},
 	}
 	if old != nil {
@@ -258,6 +262,7 @@ func (p *Pool) install(ring ring, members []string) {
 		} else {
 			st.since[m] = sinceToken(p.boot, p.changes)
 		}
+		st.sinceHeader[m] = []string{st.since[m]}
 		// Keep the peer values of members that stay: the cache may hold
 		// them, and they are cheap, but there is no reason to churn them.
 		pe, ok := (*peer)(nil), false

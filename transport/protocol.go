@@ -190,6 +190,11 @@ func checkKey(key string, max int) error {
 // the receiver acts on. Their order is part of the signature.
 var signedHeaders = []string{hdrPeer, hdrContentType, hdrExpires, hdrNoStore, hdrStale, hdrScope, hdrLease, hdrHandoff}
 
+// laterSignedHeaders are signed only when present, name and value: a node
+// of an earlier version neither sends nor signs them, and its signatures
+// still verify. One added to a request signed without it fails the check.
+var laterSignedHeaders = []string{hdrMemberSince}
+
 // signingVersion starts the signed text, so that a signature made under
 // another layout can never verify under this one.
 const signingVersion = "RINGCACHE-HMAC-SHA256-2"
@@ -228,6 +233,14 @@ func signature(secret []byte, s signedRequest) string {
 		b = append(b, h...)
 		b = append(b, ':')
 		b = append(b, s.Header.Get(h)...)
+	}
+	for _, h := range laterSignedHeaders {
+		if v := s.Header.Get(h); v != "" {
+			b = append(b, '\n')
+			b = append(b, h...)
+			b = append(b, ':')
+			b = append(b, v...)
+		}
 	}
 	m.Write(b)
 	return hex.EncodeToString(m.Sum(nil))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,11 @@ import (
 // cache starts a new term, and what it held is served no more.
 
 // hdrMemberSince carries, beside X-Ringcache-Member: 1, the answering
-// peer's token for the asking node: "<boot id>-<ring change>".
+// peer's token for the asking node: "<boot id>-<ring change>". A peer also
+// sends it with every request, its token for the node it asks: a node that
+// peers dropped and took back between two of its own probes learns it from
+// the first request that comes (Pool.noteSender), before it answers from a
+// cache a peer may have bypassed meanwhile.
 const hdrMemberSince = "X-Ringcache-Member-Since"
 
 // newBootID returns a random id for one run of a Pool.
@@ -107,6 +112,27 @@ func (p *Pool) noteMember(pe *peer, member bool, token string, sent time.Time) {
 	}
 }
 
+// noteSender checks the token a peer sent with a request (hdrMemberSince)
+// against the one it gave this node before, in this epoch: another one
+// (but a first-ring one, a peer that restarted) means it dropped this node
+// and took it back. It only detects drops: when the peer said it is not
+// known, and the word a request carries never counts as an answer
+// (sinceAt), since what the peer did after sending it is not known.
+func (p *Pool) noteSender(sender, token string) {
+	if token == "" || p.leaving.Load() != nil {
+		return
+	}
+	pe := p.state.Load().peers[sender]
+	if pe == nil {
+		return
+	}
+	b := pe.since.Load()
+	if b == nil || b.epoch != p.drops.epoch.Load() || b.token == token || firstRing(token) {
+		return
+	}
+	p.dropped(pe.url, "dropped this node and took it back (its request said)")
+}
+
 // confirmedSince reports whether every peer said, in answer to a request
 // sent at t or later, that it counts this node in with the token it gave
 // before t: none dropped the node up to its answer. unknown is true when a
@@ -156,6 +182,20 @@ func (p *Pool) probeMembers() {
 	for _, pe := range p.state.Load().peers {
 		pe.probe()
 	}
+}
+
+// askMembers asks every peer whether it counts this node in, as
+// probeMembers does, and waits for their answers, at most d.
+func (p *Pool) askMembers(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, pe := range p.state.Load().peers {
+		wg.Go(func() {
+			pe.do(ctx, peerRequest{op: "lease", method: http.MethodGet, path: p.cfg.BasePath + leaseRoute, probe: true})
+		})
+	}
+	wg.Wait()
 }
 
 // cacheTerm is a Node's answer to cache.Config.Tenure: the term its main

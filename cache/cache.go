@@ -209,10 +209,12 @@ type GroupConfig struct {
 	// MaxBytes bounds the memory of the main and hot caches together,
 	// counting keys, values and per-entry overhead. Required, > 0.
 	MaxBytes int64
-	// HotBytes is the part of MaxBytes given to the hot cache (popular keys
-	// owned by peers). If zero, MaxBytes/8. Negative: no hot cache. The hot
-	// cache also borrows the room the main cache leaves free, and gives it
-	// back as the main cache fills (see the package doc).
+	// HotBytes is how much of MaxBytes copies of popular keys owned by
+	// peers (the hot cache) may take from this node's own keys. If zero,
+	// MaxBytes/8. Negative: no hot cache. It is not set aside: the main
+	// cache uses whatever copies do not. Copies may also use the room the
+	// main cache leaves free, and give it back as the main cache fills
+	// (see the package doc).
 	HotBytes int64
 	// TTL is how long a loaded value is served. If zero, until evicted.
 	TTL time.Duration

@@ -690,6 +690,46 @@ func TestHotBorrowsMainRoom(t *testing.T) {
 	}
 }
 
+// TestOwnedKeysUseTheHotPart: the hot cache's part is the main cache's
+// while no copy uses it, so a node's own keys fill the whole budget; a copy
+// then takes room from them only for a popular key (its HotAfter-th miss),
+// and copies never take more than the hot part from owned keys.
+func TestOwnedKeysUseTheHotPart(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	cfg := GroupConfig{MaxBytes: hotRoom(40), HotBytes: hotRoom(10), HotAfter: 3}
+	c := newCluster(t, 2, hashOwner(2), cfg, o.getter)
+	g := c.groups[0]
+	ownKeys := equalKeysOwnedBy(t, c.owner, 0, 40)
+	peerKeys := equalKeysOwnedBy(t, c.owner, 1, 12)
+	for _, key := range ownKeys {
+		mustGet(t, g, key, "v:"+key)
+	}
+	if s := withinBudget(t, g, "after 40 own keys"); s.MainItems != 40 || s.Evictions != 0 {
+		t.Fatalf("after 40 own keys in a budget of 40: %+v; want all 40 kept", s)
+	}
+	mustGet(t, g, peerKeys[0], "v:"+peerKeys[0])
+	mustGet(t, g, peerKeys[0], "v:"+peerKeys[0])
+	if s := withinBudget(t, g, "after two misses of a peer's key"); s.HotItems != 0 || s.MainItems != 40 {
+		t.Fatalf("after two misses of a peer's key: %+v; an unpopular copy displaced an owned key", s)
+	}
+	mustGet(t, g, peerKeys[0], "v:"+peerKeys[0])
+	if s := withinBudget(t, g, "after its third miss"); s.HotItems != 1 || s.MainItems != 39 {
+		t.Fatalf("after a peer's key's third miss: %+v; want its copy kept in place of one owned key", s)
+	}
+	for _, key := range peerKeys[1:] {
+		for range 3 {
+			mustGet(t, g, key, "v:"+key)
+		}
+		if s := withinBudget(t, g, "popular copies"); s.HotItems > 10 || s.MainItems < 30 {
+			t.Fatalf("%+v: copies took more than the hot part (10) from owned keys", s)
+		}
+	}
+	if s := g.Stats(); s.HotItems != 10 || s.MainItems != 30 {
+		t.Fatalf("after 12 popular copies: %+v; want 10 copies and 30 owned keys", s)
+	}
+}
+
 // TestHotBorrowsMainRoomConcurrently: copies of peers' keys and loads of
 // this node's own keys race, so that the hot cache's bound is set from the
 // main cache's room while the main cache grows. Once they are done, main

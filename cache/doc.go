@@ -18,8 +18,11 @@
 // (key, value and a fixed per-entry overhead, and the dead bytes of their
 // pages), with per-entry expiry checked on read. They hold entries without
 // pointers (records in chunks, keys and values of up to 2 KiB in pages of
-// bytes, which are compacted once a quarter of a page is dead), so that
-// the collector does not visit a million small entries on every cycle.
+// bytes), so that the collector does not visit a million small entries on
+// every cycle. A page is compacted once three quarters of it are dead, and
+// the pages with the fewest live bytes once the dead bytes of a cache pass
+// 1/32 of its budget, down to 1/64: a budget holds entries, not holes,
+// whether the pages die piecemeal (random reads) or whole (a scan).
 // They index entries by a seeded 64-bit hash of the key: of two keys with
 // the same hash only one is cached at a time, as if the other had been
 // evicted.
@@ -62,11 +65,11 @@
 // # Hot keys
 //
 // A value fetched from its owner is kept in the hot cache, for HotTTL at
-// most, while the hot cache has room for it without evicting another copy:
-// a copy that displaces nothing costs nothing but memory the budget has
-// already set aside, and it saves the next request a network hop. Once the
-// hot cache is full, a copy displaces the least recently used one only if
-// its key is popular: every Get of a peer-owned key that misses both caches
+// most, while the budget has room for it without evicting anything: a copy
+// that displaces nothing costs nothing but memory no entry uses, and it
+// saves the next request a network hop. Otherwise a copy displaces the
+// least recently used copy, or owned key (below), only if its key is
+// popular: every Get of a peer-owned key that misses both caches
 // counts one request for the key in a count-min sketch (4 x 8,192 one-byte
 // counters, conservative update) whose counts are halved every HotWindow,
 // and the key must count at least HotAfter. With the defaults (HotAfter 3,
@@ -76,14 +79,17 @@
 // cannot flush the hot ones. Popularity is measured, unlike groupcache's
 // random 1 in 10.
 //
-// The hot cache's room is its own part, HotBytes, plus whatever the main
-// cache leaves free: copies may use memory set aside for keys this node owns
-// until those need it. As the main cache grows it takes that room back,
-// evicting the least recently used copies, never an owned key; main and hot
-// together stay within MaxBytes (momentarily over it by the entries being
-// added). So a node whose own keys do not fill its budget keeps a copy of
-// every key it is asked for, as groupcache's hot cache does within its
-// cacheBytes.
+// Main and hot share one budget, MaxBytes. Nothing is set aside for
+// copies: the main cache uses all that they do not, so a node with no peers,
+// or with few copies, spends the whole budget on its own keys. A copy takes
+// room from owned keys (the least recently used) only for a popular key, and
+// copies never take more than HotBytes from them. Beyond that, copies may use
+// the room the main cache leaves free, until its keys need it: as the main
+// cache grows it takes that room back, evicting the least recently used
+// copies, never an owned key. Main and hot together stay within MaxBytes
+// (momentarily over it by the entries being added). So a node whose own keys
+// do not fill its budget keeps a copy of every key it is asked for, as
+// groupcache's hot cache does within its cacheBytes.
 //
 // # Concurrency
 //

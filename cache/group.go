@@ -88,12 +88,15 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		tenure:  n.tenure,
 		node:    n,
 		log:     log,
-		main:    newLRU(cfg.MaxBytes - hotBytes),
+		main:    newLRU(cfg.MaxBytes),
 		hot:     newLRU(hotBytes),
-		handoff: newLRU(cfg.MaxBytes - hotBytes),
+		handoff: newLRU(cfg.MaxBytes),
 		seed:    maphash.MakeSeed(),
 		gate:    newLoadGate(cfg),
 	}
+	// One budget: the hot cache's part counts against the main cache's
+	// only as far as copies use it (lend).
+	g.main.share, g.main.sharePart = g.hot, hotBytes
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}
@@ -607,7 +610,7 @@ func (g *Group) ringChanged() {
 	}
 	held, _ := g.handoff.usage()
 	held += g.handoff.deadBytes()
-	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0) - held)
+	g.main.setMax(g.cfg.MaxBytes - held)
 	g.reclaim()
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {
@@ -626,7 +629,7 @@ func (g *Group) endHandoff() {
 	}
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
-	g.main.setMax(g.cfg.MaxBytes - max(g.cfg.HotBytes, 0)) // more room: lent at the next copy
+	g.main.setMax(g.cfg.MaxBytes) // more room: lent at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,
@@ -1153,7 +1156,9 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	g.lendMu.Lock()
 	defer g.lendMu.Unlock()
 	g.lend()
-	if !g.hot.fits(key, e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
+	// A copy that displaces nothing (no other copy, no owned key) is kept;
+	// one that would is kept only if its key is popular.
+	if (!g.hot.fits(key, e.size) || g.main.unused() < e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
 		return
 	}
 	if l, ok := peer.(Leaser); ok {
@@ -1162,15 +1167,19 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	}
 	if g.storable(hv, now) && g.hot.add(key, e, gd) {
 		g.st.hotPromotions.Add(1)
+		g.main.trim() // a copy within the hot cache's part takes the room of owned keys
 	}
 }
 
 // lend bounds the hot cache by its own part (HotBytes) plus the room the
-// main cache leaves free: copies of peers' keys may use memory that the
-// budget holds for keys this node owns until those need it, so that a
-// group whose own keys do not fill it keeps more copies, and main and hot
-// together stay within MaxBytes. It evicts the least recently used copies
-// when the bound shrinks. With lendMu held.
+// main cache leaves free. Main and hot share one budget, MaxBytes: the
+// main cache may use all that copies do not (its bound counts the hot
+// cache's bytes up to HotBytes, lru.lent), a popular copy may take room
+// from owned keys up to HotBytes, and copies may use more while owned
+// keys leave it free, until those need it. So a node with no peers, or
+// with few copies, spends its whole budget on its own keys, and main and
+// hot together stay within MaxBytes. It evicts the least recently used
+// copies when the bound shrinks. With lendMu held.
 func (g *Group) lend() {
 	g.hot.setMax(max(g.cfg.HotBytes, 0) + g.main.room())
 }

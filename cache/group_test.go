@@ -80,8 +80,11 @@ func TestGroupConfigDefaults(t *testing.T) {
 	if got != want {
 		t.Fatalf("Config() = %+v\nwant %+v", got, want)
 	}
-	if g.main.maxBytes != 7000 || g.hot.maxBytes != 1000 {
-		t.Fatalf("main %d, hot %d bytes; want 7000, 1000", g.main.maxBytes, g.hot.maxBytes)
+	// One budget: the main cache's bound is all of it, of which the hot
+	// cache's part counts only as far as copies use it.
+	if g.main.maxBytes != 8000 || g.hot.maxBytes != 1000 || g.main.sharePart != 1000 || g.main.share != g.hot {
+		t.Fatalf("main %d (sharing %d with hot), hot %d bytes; want 8000 (1000), 1000",
+			g.main.maxBytes, g.main.sharePart, g.hot.maxBytes)
 	}
 }
 

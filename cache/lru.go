@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"hash/maphash"
 	"math"
@@ -45,10 +46,18 @@ const (
 	headLen  = 8 // a record id and a length, before each entry's bytes
 	recChunk = 256
 	noRecord = -1
-	// A closed page is compacted once less than compactLive/compactOf of
-	// it is live: the dead bytes stay under 1/compactOf of the pages, at
-	// the cost of copying up to compactLive bytes to reclaim one.
-	compactLive, compactOf = 3, 4
+	// An entry that needs more than 1/compactOf of a page gets a page of
+	// its own. A closed page is compacted at once when less than
+	// compactLive/compactOf of it is live: copying up to a third of what it
+	// reclaims.
+	compactLive, compactOf = 1, 4
+	// Dead bytes are bounded for the whole lru, however the pages
+	// fragment: once they exceed 1/deadHigh of the budget (or one page),
+	// the pages with the fewest live bytes are compacted until they are
+	// under 1/deadLow of it (clean). Pages die piecemeal under random
+	// reads and mostly whole under a scan; either way the budget holds
+	// entries, not holes.
+	deadHigh, deadLow = 32, 64
 )
 
 // entry is one key's entry as the LRU hands it out and takes it in.
@@ -203,8 +212,19 @@ type lru struct {
 	sparse     []int32 // pages closed sparse, to be compacted
 	big        map[int32]*byte
 	srcs       map[int32]Leaser
+	cleaning   bool // clean is running: the compactions it makes do not start another
 	bytes      int64
 	dead       int64
+	// used is bytes+dead, published after every change of either (note),
+	// for the lru that shares its budget with this one to read without mu.
+	used atomic.Int64
+	// share, if not nil, is the lru this one shares its budget with (the
+	// hot cache, for the main cache): up to sharePart of what share uses
+	// counts against this lru's bound. What share holds beyond sharePart
+	// it borrowed from the room this lru left free, and gives it back
+	// when this lru grows (Group.lend).
+	share     *lru
+	sharePart int64
 	// compactions counts the pages compacted, for tests.
 	compactions int64
 
@@ -230,7 +250,23 @@ func (l *lru) reset() {
 	l.pages, l.freePages, l.cur, l.sparse = nil, nil, noRecord, nil
 	l.big, l.srcs = make(map[int32]*byte), make(map[int32]Leaser)
 	l.bytes, l.dead = 0, 0
+	l.note()
 }
+
+// note publishes bytes+dead (used). The caller holds mu.
+func (l *lru) note() { l.used.Store(l.bytes + l.dead) }
+
+// lent returns the bytes of share that count against this lru's bound.
+func (l *lru) lent() int64 {
+	if l.share == nil {
+		return 0
+	}
+	return min(l.share.used.Load(), l.sharePart)
+}
+
+// over reports whether the entries, the dead bytes and the share's part
+// exceed the bound. The caller holds mu.
+func (l *lru) over() bool { return l.bytes+l.dead+l.lent() > l.maxBytes }
 
 func (l *lru) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
@@ -565,10 +601,11 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	l.pushFront(id)
 	l.n++
 	l.bytes += e.size
-	for l.bytes+l.dead > l.maxBytes && l.tail != id {
+	for l.over() && l.tail != id {
 		l.drop(l.tail)
 		l.evictions.Add(1)
 	}
+	l.note()
 	return true
 }
 
@@ -640,6 +677,7 @@ func (l *lru) addPage(size int) int32 {
 func (l *lru) closePage(pi int32) {
 	p := l.pages[pi]
 	l.dead += int64(cap(p.buf) - p.live)
+	l.note()
 	p.closed = true
 	if pi == l.cur {
 		l.cur = noRecord
@@ -665,6 +703,41 @@ func (l *lru) settle() {
 		// It may have been dropped since, its index given to another.
 		if p := l.pages[pi]; p != nil && l.isSparse(p) {
 			l.compact(pi)
+		}
+	}
+	if l.dead > max(l.maxBytes/deadHigh, int64(l.pageSize)) && !l.cleaning {
+		l.clean()
+	}
+}
+
+// clean compacts closed pages, those with the fewest live bytes first,
+// until the dead bytes are under 1/deadLow of the budget. A page whose
+// dead part is under 1/deadHigh of it is left: its dead bytes are mostly
+// its unused tail, which a copy would only move to another page. The
+// caller holds mu.
+func (l *lru) clean() {
+	l.cleaning = true
+	defer func() { l.cleaning = false }()
+	type candidate struct {
+		pi   int32
+		p    *page
+		live int
+	}
+	var cs []candidate
+	for pi, p := range l.pages {
+		if p != nil && p.closed && !p.own && (cap(p.buf)-p.live)*deadHigh >= cap(p.buf) {
+			cs = append(cs, candidate{int32(pi), p, p.live})
+		}
+	}
+	slices.SortFunc(cs, func(a, b candidate) int { return cmp.Compare(a.live, b.live) })
+	for _, c := range cs {
+		if l.dead <= l.maxBytes/deadLow {
+			return
+		}
+		// A page compacted before may have been freed since, and its index
+		// given to a page this pass added.
+		if l.pages[c.pi] == c.p {
+			l.compact(c.pi)
 		}
 	}
 }
@@ -698,6 +771,7 @@ func (l *lru) drop(id int32) {
 		l.compact(pi)
 	}
 	l.settle()
+	l.note()
 }
 
 // compact copies the live entries of closed page pi to the current page
@@ -728,6 +802,7 @@ func (l *lru) compact(pi int32) {
 func (l *lru) freePage(pi int32) {
 	if p := l.pages[pi]; p.closed {
 		l.dead -= int64(cap(p.buf))
+		l.note()
 	}
 	l.pages[pi] = nil
 	l.freePages = append(l.freePages, pi)
@@ -770,7 +845,7 @@ func (l *lru) fits(key string, size int64) bool {
 	h := l.hash(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	free := l.maxBytes - l.bytes - l.dead
+	free := l.maxBytes - l.bytes - l.dead - l.lent()
 	// Whatever is stored under key's hash (key's own entry, or a colliding
 	// key's) is replaced, not kept beside it.
 	if id, ok := l.index[h]; ok {
@@ -879,17 +954,41 @@ func (l *lru) setMax(maxBytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxBytes = maxBytes
-	for l.bytes+l.dead > l.maxBytes && l.n > 0 {
+	l.trimLocked()
+}
+
+// trim evicts the least recently used entries until the bound holds again:
+// for the main cache, after the hot cache grew within its part.
+func (l *lru) trim() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.trimLocked()
+}
+
+func (l *lru) trimLocked() {
+	for l.over() && l.n > 0 {
 		l.drop(l.tail)
 		l.evictions.Add(1)
 	}
 }
 
-// room returns the bytes the bound leaves unused.
+// room returns the bytes the bound leaves unused, the share's part taken.
 func (l *lru) room() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return max(0, l.maxBytes-l.bytes-l.dead)
+	return max(0, l.maxBytes-l.bytes-l.dead-l.lent())
+}
+
+// unused returns the bytes neither this lru nor its share uses: what an
+// entry of the share may take without evicting anything.
+func (l *lru) unused() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var shared int64
+	if l.share != nil {
+		shared = l.share.used.Load()
+	}
+	return l.maxBytes - l.bytes - l.dead - shared
 }
 
 // clear drops every entry.

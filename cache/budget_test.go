@@ -23,7 +23,7 @@ func TestGroupHoldsWhatTheSizingRuleSays(t *testing.T) {
 				const c = 20_000
 				value := make([]byte, size)
 				keyOf := func(i int) string { return fmt.Sprintf("key-%08d", i) }
-				budget := int64(c) * (int64(len(keyOf(0))) + int64(size) + entryOverhead)
+				budget := int64(c) * EntryBytes(keyOf(0), Value{Data: value})
 				g, err := New(Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: budget,
 					Getter: GetterFunc(func(context.Context, string) (Value, error) { return Value{Data: value}, nil })})
 				if err != nil {

@@ -157,6 +157,12 @@ func (e *entry) expired(now time.Time) bool {
 	return !e.v.Expires.IsZero() && !now.Before(e.v.Expires)
 }
 
+// EntryBytes is what an entry costs against GroupConfig.MaxBytes: its key,
+// value and content type bytes and a fixed overhead (the sizing rule,
+// deploy/README.md). A budget of C entries is C times it; a group holds at
+// least 0.97 C of them, the rest going to its pages' dead bytes.
+func EntryBytes(key string, v Value) int64 { return entrySize(key, v) }
+
 // entrySize is the accounted size of an entry for key holding v.
 func entrySize(key string, v Value) int64 {
 	n := int64(len(key)) + int64(len(v.Data)) + int64(len(v.ContentType)) + entryOverhead

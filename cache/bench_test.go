@@ -169,20 +169,31 @@ func BenchmarkLRUChurn(b *testing.B) {
 	for _, size := range []int{100, 1024} {
 		b.Run("value="+strconv.Itoa(size), func(b *testing.B) {
 			l, keys := lruKeys(64<<20, size)
-			rng := rand.New(rand.NewPCG(1, 2))
 			b.ReportAllocs()
-			hits := 0
-			for b.Loop() {
-				k := keys[rng.IntN(len(keys))]
-				if _, ok := l.get(k, new(clock)); ok {
-					hits++
-				} else {
-					addVal(l, k, size)
-				}
-			}
-			b.ReportMetric(float64(hits)/float64(b.N), "hits/op")
+			churnBench(b, l, keys, size)
+		})
+		b.Run("value="+strconv.Itoa(size)+"/policy=slru", func(b *testing.B) {
+			l, keys := lruKeys(64<<20, size)
+			l.slru = true
+			b.ReportAllocs()
+			churnBench(b, l, keys, size)
 		})
 	}
+}
+
+// churnBench reads random keys of l, storing each miss.
+func churnBench(b *testing.B, l *lru, keys []string, size int) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	hits := 0
+	for b.Loop() {
+		k := keys[rng.IntN(len(keys))]
+		if _, ok := l.get(k, new(clock)); ok {
+			hits++
+		} else {
+			addVal(l, k, size)
+		}
+	}
+	b.ReportMetric(float64(hits)/float64(b.N), "hits/op")
 }
 
 // BenchmarkCollectFullCache times one full collection of a heap that holds

@@ -216,6 +216,9 @@ type GroupConfig struct {
 	// main cache leaves free, and give it back as the main cache fills
 	// (see the package doc).
 	HotBytes int64
+	// Policy picks the entries evicted when the budget is full: PolicySLRU
+	// (the default) or PolicyLRU.
+	Policy string
 	// TTL is how long a loaded value is served. If zero, until evicted.
 	TTL time.Duration
 	// NotFoundTTL is how long an ErrNotFound from the origin is remembered.

@@ -49,6 +49,8 @@ func (c GroupConfig) Validate() error {
 		return bad("MaxValueBytes", "%d: must not be negative", c.MaxValueBytes)
 	case c.HotAfter < 0 || c.HotAfter > 255:
 		return bad("HotAfter", "%d: want 0 to 255", c.HotAfter)
+	case c.Policy != "" && c.Policy != PolicySLRU && c.Policy != PolicyLRU:
+		return bad("Policy", "%q: want %q or %q", c.Policy, PolicySLRU, PolicyLRU)
 	}
 	for _, d := range []struct {
 		field string
@@ -73,6 +75,7 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 		return GroupConfig{}, err
 	}
 	c.HotBytes = cmp.Or(c.HotBytes, c.MaxBytes/8)
+	c.Policy = cmp.Or(c.Policy, PolicySLRU)
 	c.LoadTimeout = cmp.Or(c.LoadTimeout, DefaultLoadTimeout)
 	c.MaxValueBytes = cmp.Or(c.MaxValueBytes, DefaultMaxValueBytes)
 	c.FallbackTTL = cmp.Or(c.FallbackTTL, DefaultFallbackTTL)

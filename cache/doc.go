@@ -14,9 +14,11 @@
 // this node owns the key, one origin load per key and node fills the main
 // cache. PeerView.Get, which serves requests that came from peers, never asks a
 // peer (the one-hop rule), and origin loads never wait on a fetch, so nodes
-// whose rings disagree cannot deadlock. Both caches are LRUs bounded by bytes
+// whose rings disagree cannot deadlock. Both caches are bounded by bytes
 // (key, value and a fixed per-entry overhead, and the dead bytes of their
-// pages), with per-entry expiry checked on read. They hold entries without
+// pages), with per-entry expiry checked on read, and evict by
+// GroupConfig.Policy: by default a segmented LRU, in which a key read again
+// while cached outlives keys read once (PolicySLRU). They hold entries without
 // pointers (records in chunks, keys and values of up to 2 KiB in pages of
 // bytes), so that the collector does not visit a million small entries on
 // every cycle. A page is compacted once three quarters of it are dead, and

@@ -97,6 +97,8 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	// One budget: the hot cache's part counts against the main cache's
 	// only as far as copies use it (lend).
 	g.main.share, g.main.sharePart = g.hot, hotBytes
+	g.main.slru = cfg.Policy == PolicySLRU
+	g.hot.slru = g.main.slru
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}

@@ -95,8 +95,8 @@ type rec struct {
 	checksum, stamp uint64
 	loaded, size    int64
 	dlen            int64
-	// prev and next link the records from the least recently used
-	// (tail) to the most (head); next also chains the free records.
+	// prev and next link the records of a list from the least recently
+	// used (tail) to the most (head); next also chains the free records.
 	prev, next int32
 	// page and off are where the entry's bytes start (after their
 	// header); page is noRecord for a free record.
@@ -120,6 +120,7 @@ const (
 	stale     // Value.Stale
 	nilData   // Value.Data is nil (not merely empty)
 	leased    // src is in lru.srcs
+	frequent  // in the protected list (slru.go)
 )
 
 // page is a run of entries' bytes. Bytes once written to a page are never
@@ -207,20 +208,21 @@ type lru struct {
 	pageSize int
 
 	// The rest is guarded by mu.
-	index      map[uint64]int32
-	recs       []*[recChunk]rec
-	free       int32 // first free record, chained by next
-	head, tail int32 // most and least recently used
-	n          int64
-	pages      []*page
-	freePages  []int32
-	cur        int32   // the page entries are added to; noRecord: none yet
-	sparse     []int32 // pages closed sparse, to be compacted
-	big        map[int32]*byte
-	srcs       map[int32]Leaser
-	cleaning   bool // clean is running: the compactions it makes do not start another
-	bytes      int64
-	dead       int64
+	index     map[uint64]int32
+	recs      []*[recChunk]rec
+	free      int32      // first free record, chained by next
+	lists     [2]reclist // probation and protected (slru.go); only probation without slru
+	n         int64
+	pages     []*page
+	freePages []int32
+	cur       int32   // the page entries are added to; noRecord: none yet
+	sparse    []int32 // pages closed sparse, to be compacted
+	big       map[int32]*byte
+	srcs      map[int32]Leaser
+	cleaning  bool // clean is running: the compactions it makes do not start another
+	slru      bool // the policy is PolicySLRU (slru.go), else PolicyLRU
+	bytes     int64
+	dead      int64
 	// used is bytes+dead, published after every change of either (note),
 	// for the lru that shares its budget with this one to read without mu.
 	used atomic.Int64
@@ -252,7 +254,8 @@ func newLRU(maxBytes int64) *lru {
 // reset drops every entry. The caller holds mu (or owns l).
 func (l *lru) reset() {
 	l.index = make(map[uint64]int32)
-	l.recs, l.free, l.head, l.tail, l.n = nil, noRecord, noRecord, noRecord, 0
+	l.recs, l.free, l.n = nil, noRecord, 0
+	l.lists = [2]reclist{{noRecord, noRecord, 0}, {noRecord, noRecord, 0}}
 	l.pages, l.freePages, l.cur, l.sparse = nil, nil, noRecord, nil
 	l.big, l.srcs = make(map[int32]*byte), make(map[int32]Leaser)
 	l.bytes, l.dead = 0, 0
@@ -390,10 +393,7 @@ func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 		l.mu.Unlock()
 		return false
 	}
-	if id != l.head {
-		l.unlink(id)
-		l.pushFront(id)
-	}
+	l.promote(id)
 	v := l.view(id)
 	l.mu.Unlock()
 	if l.past(&v.rec, v.buf, clk) {
@@ -545,7 +545,8 @@ func (l *lru) add(key string, e entry, g guard) bool {
 func (l *lru) put(h uint64, key string, e *entry) bool {
 	// Whatever is stored under h (key's own entry, or a colliding key's)
 	// is replaced, not kept beside it.
-	if old, ok := l.index[h]; ok {
+	old, replaced := l.index[h]
+	if replaced {
 		l.drop(old)
 	}
 	v := &e.v
@@ -604,12 +605,16 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	}
 	l.settle()
 	l.index[h] = id
-	l.pushFront(id)
+	l.pushFront(id, l.admit(replaced))
 	l.n++
 	l.bytes += e.size
-	for l.over() && l.tail != id {
-		l.drop(l.tail)
-		l.evictions.Add(1)
+	l.demote()
+	for l.over() {
+		v := l.victim(id)
+		if v == noRecord {
+			break
+		}
+		l.evict(v)
 	}
 	l.note()
 	return true
@@ -817,32 +822,41 @@ func (l *lru) freePage(pi int32) {
 	}
 }
 
-// unlink takes record id out of the recency list.
+// unlink takes record id out of its list.
 func (l *lru) unlink(id int32) {
 	r := l.rec(id)
+	li := &l.lists[b2i(r.flags&frequent != 0)]
 	if r.prev != noRecord {
 		l.rec(r.prev).next = r.next
 	} else {
-		l.tail = r.next
+		li.tail = r.next
 	}
 	if r.next != noRecord {
 		l.rec(r.next).prev = r.prev
 	} else {
-		l.head = r.prev
+		li.head = r.prev
 	}
+	li.bytes -= r.size
 	r.prev, r.next = noRecord, noRecord
 }
 
-// pushFront makes record id the most recently used.
-func (l *lru) pushFront(id int32) {
+// pushFront makes record id the most recently used of list i.
+func (l *lru) pushFront(id int32, i int) {
 	r := l.rec(id)
-	r.prev, r.next = l.head, noRecord
-	if l.head != noRecord {
-		l.rec(l.head).next = id
+	li := &l.lists[i]
+	if i == 1 {
+		r.flags |= frequent
 	} else {
-		l.tail = id
+		r.flags &^= frequent
 	}
-	l.head = id
+	r.prev, r.next = li.head, noRecord
+	if li.head != noRecord {
+		l.rec(li.head).next = id
+	} else {
+		li.tail = id
+	}
+	li.head = id
+	li.bytes += r.size
 }
 
 // fits reports whether an entry of size bytes for key would be stored
@@ -876,16 +890,19 @@ type keyed struct {
 	e   entry
 }
 
-// each calls f with every record, least recently used first, until f
-// returns false; f may drop the record it is given. The caller holds mu.
+// each calls f with every record, least recently used first (the recent
+// list's, then the frequent list's), until f returns false; f may drop the
+// record it is given. The caller holds mu.
 func (l *lru) each(f func(id int32, r *rec) bool) {
-	for id := l.tail; id != noRecord; {
-		r := l.rec(id)
-		next := r.next
-		if !f(id, r) {
-			return
+	for i := range l.lists {
+		for id := l.lists[i].tail; id != noRecord; {
+			r := l.rec(id)
+			next := r.next
+			if !f(id, r) {
+				return
+			}
+			id = next
 		}
-		id = next
 	}
 }
 
@@ -915,11 +932,13 @@ func (l *lru) newest(n int) []keyed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := make([]keyed, 0, min(int64(n), l.n))
-	for id := l.head; id != noRecord && len(out) < n; id = l.rec(id).prev {
-		v := l.view(id)
-		var e entry
-		l.decode(&v, &e)
-		out = append(out, keyed{keyIn(v.buf, &v.rec), e})
+	for i := len(l.lists) - 1; i >= 0; i-- {
+		for id := l.lists[i].head; id != noRecord && len(out) < n; id = l.rec(id).prev {
+			v := l.view(id)
+			var e entry
+			l.decode(&v, &e)
+			out = append(out, keyed{keyIn(v.buf, &v.rec), e})
+		}
 	}
 	return out
 }
@@ -972,10 +991,15 @@ func (l *lru) trim() {
 }
 
 func (l *lru) trimLocked() {
-	for l.over() && l.n > 0 {
-		l.drop(l.tail)
-		l.evictions.Add(1)
+	for l.over() {
+		v := l.victim(noRecord)
+		if v == noRecord {
+			break
+		}
+		l.evict(v)
 	}
+	l.demote()
+	l.note()
 }
 
 // room returns the bytes the bound leaves unused, the share's part taken.

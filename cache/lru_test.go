@@ -94,6 +94,27 @@ func (l *lru) verify() error {
 	if len(l.index) != int(l.n) {
 		return fmt.Errorf("index holds %d, n = %d", len(l.index), l.n)
 	}
+	var n int64
+	for i, li := range l.lists {
+		var bytes int64
+		for id := li.tail; id != noRecord; id = l.rec(id).next {
+			r := l.rec(id)
+			if b2i(r.flags&frequent != 0) != i {
+				return fmt.Errorf("record %d: in list %d, flagged for the other", id, i)
+			}
+			bytes += r.size
+			n++
+		}
+		if bytes != li.bytes {
+			return fmt.Errorf("list %d: holds %d bytes, counts %d", i, bytes, li.bytes)
+		}
+	}
+	if n != l.n {
+		return fmt.Errorf("the lists hold %d records, n = %d", n, l.n)
+	}
+	if p := l.lists[1]; !l.slru && p.head != noRecord {
+		return fmt.Errorf("an LRU with a protected list")
+	}
 	return nil
 }
 
@@ -725,4 +746,57 @@ func (l *lru) check() (bytes, items int64) {
 		return true
 	})
 	return bytes, items
+}
+
+// TestSLRUKeepsKeysReadTwice: with PolicySLRU, keys read again while cached
+// outlive a scan of keys read once, as long as they fit in the protected
+// half; with PolicyLRU the scan evicts them. Either way the lists agree
+// with the records (verify) throughout.
+func TestSLRUKeepsKeysReadTwice(t *testing.T) {
+	t.Parallel()
+	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
+	one := entrySize(key("k", 0), val(100))
+	for _, slru := range []bool{true, false} {
+		l := newLRU(20 * one)
+		l.slru = slru
+		for i := range 20 {
+			addVal(l, key("k", i), 100)
+		}
+		for i := range 8 { // within the protected half
+			if _, ok := l.get(key("k", i), new(clock)); !ok {
+				t.Fatalf("slru %v: k%03d missing before the scan", slru, i)
+			}
+		}
+		for i := range 100 {
+			addVal(l, key("s", i), 100)
+			if err := l.verify(); err != nil {
+				t.Fatalf("slru %v, scan %d: %v", slru, i, err)
+			}
+		}
+		kept := 0
+		for i := range 8 {
+			if _, ok := l.get(key("k", i), new(clock)); ok {
+				kept++
+			}
+		}
+		if want := map[bool]int{true: 8, false: 0}[slru]; kept != want {
+			t.Errorf("slru %v: %d of the 8 keys read twice outlived the scan, want %d", slru, kept, want)
+		}
+	}
+	// Read again, every key is protected at first; the protected list
+	// keeps half of the budget, and the rest goes back to probation.
+	l := newLRU(20 * one)
+	l.slru = true
+	for i := range 20 {
+		addVal(l, key("k", i), 100)
+	}
+	for i := range 20 {
+		l.get(key("k", i), new(clock))
+	}
+	if err := l.verify(); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.lists[1].bytes; p > 10*one || p < 9*one {
+		t.Fatalf("protected list holds %d bytes of a %d-byte budget, want about half", p, 20*one)
+	}
 }

@@ -31,8 +31,8 @@ type Stats struct {
 	HotBytes      int64 // bytes in the hot cache
 	HotItems      int64 // entries in the hot cache
 	// DeadBytes is the bytes of both caches' pages that no entry holds
-	// until a compaction drops them (under a quarter of each page). They
-	// count against MaxBytes with MainBytes and HotBytes.
+	// until a compaction drops them (about 1/32 of the budget at most).
+	// They count against MaxBytes with MainBytes and HotBytes.
 	DeadBytes int64
 }
 

@@ -88,7 +88,8 @@ type GroupSpec struct {
 	URL                  string // http: URL template with {group} and {key}
 	Dir                  string // dir: the directory
 	Bytes                int64
-	HotBytes             int64 // 0: Bytes/8; negative: no hot cache
+	HotBytes             int64  // 0: Bytes/8; negative: no hot cache
+	Policy               string // "": cache.PolicySLRU
 	TTL                  time.Duration
 	NotFoundTTL          time.Duration
 	ErrorTTL             time.Duration // 0: the cache's default; negative: off

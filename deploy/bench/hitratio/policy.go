@@ -25,7 +25,8 @@ var policies = []struct {
 	name string
 	make func(capacity int) policy
 }{
-	{"ringcache", newRingcache},
+	{"ringcache", func(n int) policy { return newRingcache(n, cache.PolicySLRU) }},
+	{"ringcache-lru", func(n int) policy { return newRingcache(n, cache.PolicyLRU) }},
 	{"lru", func(n int) policy {
 		c, _ := simplelru.NewLRU[uint64, struct{}](n, nil)
 		return getAdd{c.Get, func(k uint64) { c.Add(k, struct{}{}) }}
@@ -86,13 +87,14 @@ type ringcacheGroup struct {
 }
 
 // valueBytes is the size of every value the replays store.
-const valueBytes = 64
+var valueBytes = 64
 
-func newRingcache(n int) policy {
+func newRingcache(n int, policy string) policy {
 	loads := new(int)
 	value := make([]byte, valueBytes)
 	g, err := cache.New(cache.Config{}).NewGroup(cache.GroupConfig{
 		Name:     "replay",
+		Policy:   policy,
 		MaxBytes: int64(n) * cache.EntryBytes(fmt.Sprintf("%016x", 0), cache.Value{Data: value}),
 		Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) {
 			*loads++

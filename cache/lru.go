@@ -191,7 +191,7 @@ func hasExtras(v Value) bool {
 // bytes is the sum of the live entries' sizes; dead is the bytes of closed
 // pages no live entry holds. Both count against maxBytes, so that the heap
 // follows the budget however the pages fragment; compaction keeps dead
-// under a quarter of each page.
+// under about 1/32 of the budget (settle, clean).
 //
 // Two keys with the same hash (about one chance in 10^7 among a million
 // keys) cannot both be cached: storing one drops the other, as an eviction

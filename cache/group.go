@@ -369,7 +369,24 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	} else {
 		g.reclaim()
 	}
+	if err := g.retiredDuring(key); err != nil {
+		return WriteResult{}, err
+	}
 	return res, nil
+}
+
+// retiredDuring returns ErrNotOwner if the node retired (Node.Retire) while
+// it applied a write of key that began before: the values it hands over
+// may have been taken before the write landed, and its next owner would
+// then serve the value the write replaced. Not acknowledged, the write is
+// one whose outcome the client does not know, as after a timeout. Retire
+// comes before the hand-off, and this check after the write's last step,
+// so a write that passes it is in what the node hands over.
+func (g *Group) retiredDuring(key string) error {
+	if g.node.retired.Load() {
+		return fmt.Errorf("%w: %q: this node began leaving during the write", ErrNotOwner, key)
+	}
+	return nil
 }
 
 // Remove drops key at its owner (this node or a peer), which drops every
@@ -416,6 +433,9 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 		return WriteResult{}, err
 	}
 	g.handoff.remove(key)
+	if err := g.retiredDuring(key); err != nil {
+		return WriteResult{}, err
+	}
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -333,4 +334,56 @@ func TestHotCopyGoesWhenItsKeyMoves(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGet(t, groups[0], "k", "written")
+}
+
+// blockingDrops owns every key here, and holds each DropCopies until
+// release is closed, saying on entered that one began.
+type blockingDrops struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b blockingDrops) PickPeer(string) (Peer, bool) { return nil, false }
+
+func (b blockingDrops) DropCopies(ctx context.Context, group, key string) []string {
+	b.entered <- struct{}{}
+	<-b.release
+	return nil
+}
+
+// TestWriteThatOutlivesRetireFails: a write that began before the node
+// retired, and ends after it (its hand-off may have been taken without the
+// write), is not acknowledged: its value could be lost with the node, and
+// a removal undone by the hand-off.
+func TestWriteThatOutlivesRetireFails(t *testing.T) {
+	t.Parallel()
+	for _, op := range []string{"set", "remove"} {
+		t.Run(op, func(t *testing.T) {
+			t.Parallel()
+			b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
+			n := New(Config{Peers: b})
+			g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+				return Value{Data: []byte("x")}, nil
+			})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if op == "set" {
+					_, err = g.Set(t.Context(), "k", Value{Data: []byte("w")})
+				} else {
+					_, err = g.Remove(t.Context(), "k")
+				}
+				done <- err
+			}()
+			<-b.entered
+			n.Retire()
+			close(b.release)
+			if err := <-done; !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("%s that outlived Retire: err = %v, want ErrNotOwner", op, err)
+			}
+		})
+	}
 }

@@ -56,7 +56,10 @@ func New(cfg Config) *Node {
 // Retire makes the node refuse to apply writes as an owner (ErrNotOwner)
 // from now on, for a node that is leaving: once it hands its values to their
 // next owners, a write it applied would be lost with it, and a write that
-// raced the hand-off could be undone by it. Reads are served as before.
+// raced the hand-off could be undone by it. A write in progress that ends
+// after Retire is not acknowledged either (ErrNotOwner), though it may have
+// landed. Reads are served as before. Call it before taking the values to
+// hand over.
 func (n *Node) Retire() { n.retired.Store(true) }
 
 // Close waits for the node's loads and fetches in progress, the detached

@@ -800,3 +800,37 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 		t.Fatalf("protected list holds %d bytes of a %d-byte budget, want about half", p, 20*one)
 	}
 }
+
+// TestSLRULargeValueFlushesKeysReadOnce: a large value read once takes the
+// room of keys read once before that of keys read twice, however old: with
+// PolicySLRU the 20 keys read twice survive it, with PolicyLRU they are
+// the least recently used and go first (some or all of them).
+func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
+	t.Parallel()
+	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
+	one := entrySize(key("a", 0), val(100))
+	for _, slru := range []bool{true, false} {
+		l := newLRU(50 * one)
+		l.slru = slru
+		for i := range 20 {
+			addVal(l, key("a", i), 100)
+			l.get(key("a", i), new(clock)) // read twice
+		}
+		for i := range 25 {
+			addVal(l, key("b", i), 100) // read once
+		}
+		addVal(l, "big", int(20*one)) // about 20 small entries' room
+		if err := l.verify(); err != nil {
+			t.Fatal(err)
+		}
+		kept := 0
+		for i := range 20 {
+			if _, ok := l.get(key("a", i), new(clock)); ok {
+				kept++
+			}
+		}
+		if slru && kept != 20 || !slru && kept == 20 {
+			t.Errorf("slru %v: %d of 20 keys read twice survived a large value", slru, kept)
+		}
+	}
+}

@@ -120,7 +120,9 @@ func (p *ringcacheGroup) access(key uint64) bool {
 // eviction", SOSP 2023): a small FIFO of a tenth of the capacity that new
 // keys enter, a main FIFO for keys read again while in it, and a ghost
 // FIFO of keys evicted from the small one, which enter the main one when
-// they come back. Reads only bump a counter (0 to 3).
+// they come back. Reads only bump a counter (0 to 3). Written here: the
+// Go S3-FIFO library (scalalang2/golang-fifo) is not served by the module
+// proxy this project builds from.
 type s3fifo struct {
 	capacity, smallCap int
 	small, main, ghost *list.List

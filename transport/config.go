@@ -82,7 +82,8 @@ type Config struct {
 
 	// PurgeLease bounds how long a node with a purge log (etcd membership)
 	// serves from its caches after it last read the log, itself or through
-	// a peer that had: past it the node serves every read from the origin,
+	// a peer that had (lookups stop 1/16 of it early: they read a flag a
+	// timer keeps, not the clock): past it the node serves every read from the origin,
 	// keeping its caches, until it reads the log again. It is how long a
 	// purge waits for a node it cannot reach before it returns (a node it
 	// reached answers at once), and how long etcd can be out of reach of

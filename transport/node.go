@@ -247,7 +247,7 @@ func (n *Node) SetMembership(m Membership) {
 		// names this node, registered already, as one to wait for. So a
 		// write or load right after the start is served at once, without
 		// waiting for the first read of the log.
-		n.pool.purges.freshAt.Store(n.pool.purges.since())
+		n.pool.purges.markFresh(n.pool.purges.since())
 		n.pool.purges.log.Store(&purgeLogBox{log})
 		n.pool.goBackground(func(ctx context.Context) { n.pool.purges.follow(ctx, log) })
 	}

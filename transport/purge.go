@@ -68,6 +68,14 @@ type purges struct {
 	// log that this node applied began: every purge recorded before it is
 	// applied here.
 	freshAt atomic.Int64
+	// fresh is current's answer for the caches' lookups, which ask it on
+	// every read (cache.Config.Current): kept by a timer rather than a
+	// clock read per lookup. It is set when freshAt advances (markFresh)
+	// and cleared by the timer once PurgeLease less staleMargin has passed
+	// since: a little early, never late.
+	fresh      atomic.Bool
+	freshMu    sync.Mutex  // serializes markFresh and expire
+	freshTimer *time.Timer // guarded by freshMu
 
 	mu      sync.Mutex
 	seen    map[string]struct{} // IDs of applied (guarded by mu)
@@ -97,15 +105,51 @@ func (ps *purges) purgeLog() PurgeLog {
 	return nil
 }
 
-// current reports whether the node may serve from its caches
-// (cache.Config.Current): always without a log; with one, while it read
-// the log within PurgeLease.
+// current reports whether the node may serve from its caches: always
+// without a log; with one, while it read the log within PurgeLease.
 func (ps *purges) current() bool {
 	if ps.log.Load() == nil {
 		return true
 	}
 	f := ps.freshAt.Load()
 	return f != 0 && time.Duration(ps.since()-f) < ps.pool.cfg.PurgeLease
+}
+
+// currentFast is current for the caches' lookups (cache.Config.Current):
+// one atomic load, no clock. It turns false up to staleMargin before
+// current does.
+func (ps *purges) currentFast() bool { return ps.log.Load() == nil || ps.fresh.Load() }
+
+// staleMargin is how much earlier than PurgeLease currentFast turns false.
+func (ps *purges) staleMargin() time.Duration { return ps.pool.cfg.PurgeLease / 16 }
+
+// markFresh advances freshAt to start, a since reading, and sets fresh
+// until PurgeLease less staleMargin after it.
+func (ps *purges) markFresh(start int64) {
+	for {
+		old := ps.freshAt.Load()
+		if start <= old || ps.freshAt.CompareAndSwap(old, start) {
+			break
+		}
+	}
+	ps.expire()
+}
+
+// expire sets fresh from freshAt and the clock, and arms the timer for
+// when it must turn false.
+func (ps *purges) expire() {
+	ps.freshMu.Lock()
+	defer ps.freshMu.Unlock()
+	left := ps.pool.cfg.PurgeLease - ps.staleMargin() - time.Duration(ps.since()-ps.freshAt.Load())
+	ps.fresh.Store(left > 0)
+	if left <= 0 {
+		return
+	}
+	if ps.freshTimer == nil {
+		ps.freshTimer = time.AfterFunc(left, ps.expire)
+	} else {
+		ps.freshTimer.Reset(left)
+	}
 }
 
 // apply applies p here unless it was applied before (cache.Node.ApplyPurge).
@@ -170,12 +214,7 @@ func (ps *purges) catchUp(start, rev int64, got []cache.Purge) {
 	ps.mu.Lock()
 	ps.rev = max(ps.rev, rev)
 	ps.mu.Unlock()
-	for {
-		old := ps.freshAt.Load()
-		if start <= old || ps.freshAt.CompareAndSwap(old, start) {
-			return
-		}
-	}
+	ps.markFresh(start)
 }
 
 // readLog reads the purges recorded since the last read and applies them.
@@ -508,7 +547,7 @@ func (p *Pool) PurgeCounts() map[[2]string]int64 {
 
 // PurgesCurrent reports whether this node serves from its caches: false
 // while it may have missed a purge (see Config.PurgeLease).
-func (p *Pool) PurgesCurrent() bool { return p.purges.current() }
+func (p *Pool) PurgesCurrent() bool { return p.purges.currentFast() }
 
 var _ cache.Purger = (*Pool)(nil)
 

@@ -29,3 +29,40 @@ func TestPurgeLogUnreadTooLong(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupsStopTrustingAnUnreadLog: a node whose purge log went unread
+// for its purge lease serves nothing from its caches. Lookups read a flag
+// a timer clears (no clock read each): it turns off before current() does,
+// never after, and on again when the log is read.
+func TestLookupsStopTrustingAnUnreadLog(t *testing.T) {
+	t.Parallel()
+	const lease = 320 * time.Millisecond
+	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.PurgeLease = lease }})
+	n := nodes[0]
+	ps := n.pool.purges
+	ps.log.Store(&purgeLogBox{}) // a log that is never read
+	ps.markFresh(ps.since())
+	if _, err := n.group.Get(t.Context(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, cached, _ := n.group.GetCached("k"); !cached || !n.pool.PurgesCurrent() {
+		t.Fatalf("just after a read of the log: cached %v, current %v", cached, n.pool.PurgesCurrent())
+	}
+	start := time.Now()
+	for n.pool.PurgesCurrent() {
+		if !ps.current() {
+			t.Fatal("lookups still trust the log after current() stopped")
+		}
+		if time.Since(start) > 2*lease {
+			t.Fatalf("lookups still trust a log unread for %v (lease %v)", time.Since(start), lease)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, cached, _ := n.group.GetCached("k"); cached {
+		t.Fatal("served from the cache with the log unread past its lease")
+	}
+	ps.markFresh(ps.since())
+	if _, cached, _ := n.group.GetCached("k"); !cached {
+		t.Fatal("not served from the cache once the log was read again")
+	}
+}

@@ -329,11 +329,7 @@ func (h *Handler) writeValue(w http.ResponseWriter, r *http.Request, v cache.Val
 // "max-age=N" (b[lenEnd:]). A value that is no-store or stale has no
 // max-age: its Cache-Control is fixed.
 func (h *Handler) appendHead(b []byte, v cache.Value) (_ []byte, tagEnd, lenEnd int, expires bool) {
-	sum := v.Checksum
-	if sum == 0 {
-		sum = cache.Checksum(v.Data) // not from a cache, or empty
-	}
-	b = appendETag(b, sum, len(v.Data))
+	b = appendValueETag(b, v)
 	tagEnd = len(b)
 	b = strconv.AppendInt(b, int64(len(v.Data)), 10)
 	lenEnd = len(b)
@@ -372,6 +368,16 @@ const autoLengthMax = 2048
 // tag without reading the bytes.
 func etag(data []byte) string {
 	return string(appendETag(nil, cache.Checksum(data), len(data)))
+}
+
+// appendValueETag appends v's entity tag, from the checksum v carries
+// when it came from a cache.
+func appendValueETag(b []byte, v cache.Value) []byte {
+	sum := v.Checksum
+	if sum == 0 {
+		sum = cache.Checksum(v.Data) // not from a cache, or empty
+	}
+	return appendETag(b, sum, len(v.Data))
 }
 
 // appendETag appends the entity tag of a value of n bytes whose checksum is

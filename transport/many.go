@@ -105,11 +105,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 				it.ValueBase64 = v.Data
 			}
 			it.ContentType = v.ContentType
-			sum := v.Checksum
-			if sum == 0 {
-				sum = cache.Checksum(v.Data)
-			}
-			it.ETag = string(appendETag(nil, sum, len(v.Data)))
+			it.ETag = string(appendValueETag(nil, v))
 			if secs, ok := maxAgeOf(v, now); ok {
 				it.MaxAge = &secs
 			}

@@ -67,7 +67,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Only after the signature check: an unauthenticated sender must not
 	// be able to fill the log.
 	h.pool.checkVersion(st, peerName(r), r.Header.Get(hdrRingVersion))
-	h.pool.noteSender(r.Header.Get(hdrPeer), r.Header.Get(hdrMemberSince))
+	h.pool.noteSender(st, r.Header.Get(hdrPeer), r.Header.Get(hdrMemberSince))
 	if !strings.HasPrefix(path, cfg.BasePath) {
 		writePeerError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
 		return

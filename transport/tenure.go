@@ -118,11 +118,11 @@ func (p *Pool) noteMember(pe *peer, member bool, token string, sent time.Time) {
 // and took it back. It only detects drops: when the peer said it is not
 // known, and the word a request carries never counts as an answer
 // (sinceAt), since what the peer did after sending it is not known.
-func (p *Pool) noteSender(sender, token string) {
+func (p *Pool) noteSender(st *poolState, sender, token string) {
 	if token == "" || p.leaving.Load() != nil {
 		return
 	}
-	pe := p.state.Load().peers[sender]
+	pe := st.peers[sender]
 	if pe == nil {
 		return
 	}

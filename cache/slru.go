@@ -61,13 +61,18 @@ func (l *lru) promote(id int32) {
 	}
 	l.unlink(id)
 	l.pushFront(id, li)
-	l.demote()
+	if li == 1 {
+		l.demote()
+	}
 }
 
 // demote moves the protected list's least recently used entries to the
 // front of the probation list while it holds more than its share. The
 // caller holds mu.
 func (l *lru) demote() {
+	if !l.slru {
+		return
+	}
 	limit := max(l.maxBytes-l.lent(), 0) / protectedShare
 	for p := &l.lists[1]; p.bytes > limit && p.tail != p.head; {
 		id := p.tail

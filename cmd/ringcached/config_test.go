@@ -243,6 +243,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "negative bytes", args: []string{"-group", "name=a,origin=demo,bytes=-1"}, want: []string{"bytes"}},
 		{name: "overflowing bytes", args: []string{"-group", "name=a,origin=demo,bytes=9000000000TiB"}, want: []string{"bytes", "too large"}},
 		{name: "hot over budget", args: []string{"-group", "name=a,origin=demo,bytes=1MiB,hot-bytes=1MiB"}, want: []string{"hot-bytes"}},
+		{name: "unknown policy", args: []string{"-group", "name=a,origin=demo,policy=lfu"}, want: []string{"policy", "slru"}},
 		{name: "negative ttl", args: []string{"-group", "name=a,origin=demo,ttl=-1s"}, want: []string{"ttl"}},
 		{name: "demo over max value", args: []string{"-group", "name=a,origin=demo,demo-size=2000,max-value-bytes=1KiB"}, want: []string{"demo-size", "max-value-bytes"}},
 

@@ -186,13 +186,7 @@ var groupFields = []groupField{
 			return parseBytes(&g.HotBytes, v)
 		}},
 	{name: "policy", def: cache.PolicySLRU, usage: "which entries are evicted when the budget is full: slru (a key read twice outlives keys read once) or lru (the least recently used)",
-		set: func(g *GroupSpec, v string) error {
-			if v != cache.PolicySLRU && v != cache.PolicyLRU {
-				return fmt.Errorf("%q: want %s or %s", v, cache.PolicySLRU, cache.PolicyLRU)
-			}
-			g.Policy = v
-			return nil
-		}},
+		set: func(g *GroupSpec, v string) error { g.Policy = v; return nil }}, // checked by cache.GroupConfig.Validate
 	{name: "ttl", def: "0s (until evicted)", usage: "how long a loaded value is served",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},
 	{name: "not-found-ttl", def: "0s (not remembered)", usage: "how long an origin's not-found is remembered",

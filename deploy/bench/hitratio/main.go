@@ -52,7 +52,8 @@ func main() {
 			fmt.Fprintln(os.Stderr, "hitratio:", err)
 			os.Exit(1)
 		}
-		printRows(os.Stdout, t, replay(t, capacities(t)))
+		sizes := capacities(t)
+		printRows(os.Stdout, t, sizes, replay(t, sizes))
 	}
 }
 
@@ -120,10 +121,11 @@ func run(p policy, keys []uint64) int {
 
 var headerOnce sync.Once
 
-// printRows prints t's rows of the table (its header first, once): hit
-// ratios in percent, and ringcache's misses against LRU's and against the
-// fewest of any other policy.
-func printRows(w io.Writer, t *trace, hits [][]int) {
+// printRows prints t's rows of the table (its header first, once), at
+// sizes, with the hits replay returned: hit ratios in percent, and
+// ringcache's misses against LRU's and against the fewest of any other
+// policy.
+func printRows(w io.Writer, t *trace, sizes []int, hits [][]int) {
 	headerOnce.Do(func() {
 		fmt.Fprint(w, "| trace | entries |")
 		for _, p := range policies {
@@ -137,7 +139,7 @@ func printRows(w io.Writer, t *trace, hits [][]int) {
 		fmt.Fprintln(w, " ---: | ---: |")
 	})
 	n := len(t.keys)
-	for i, c := range capacities(t) {
+	for i, c := range sizes {
 		fmt.Fprintf(w, "| %s | %d |", t.name, c)
 		best, lruMisses := n, 0
 		for j, p := range policies {

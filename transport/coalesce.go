@@ -64,6 +64,19 @@ const (
 	frameValue    = 'v' // index, content type, expiry, flags, age, data
 	frameNotFound = 'n' // index: the origin does not have the key
 	frameMiss     = 'm' // index: fetch the key alone
+	// Only in an answer that loads (hdrLoadMisses):
+	frameError = 'e' // index, one of the load errors below
+	frameLate  = 'g' // no index: the frames after it were loaded after the lease was granted
+	frameBeat  = 'h' // no index: the owner is alive and loading
+)
+
+// The errors of a frameError: those a single GET's answer carries as
+// final (statusError).
+const (
+	loadFailed     = 'l' // cache.ErrLoad
+	loadTimedOut   = 't' // cache.ErrLoad, context.DeadlineExceeded
+	loadOverLimit  = 'b' // cache.ErrLoad, cache.ErrTooLarge
+	loadOverloaded = 'o' // cache.ErrOverloaded
 )
 
 // Flags of a value frame.
@@ -90,16 +103,16 @@ func appendKeys(b []byte, keys []string) []byte {
 	return b
 }
 
-// readKeys decodes a batch's keys: at most maxBatchKeys.
-func readKeys(b []byte) ([]string, error) {
+// readKeys decodes a batch's keys: at most limit.
+func readKeys(b []byte, limit int) ([]string, error) {
 	var keys []string
 	for len(b) > 0 {
 		l, n := binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
 			return nil, errors.New("truncated key")
 		}
-		if len(keys) == maxBatchKeys {
-			return nil, fmt.Errorf("more than %d keys", maxBatchKeys)
+		if len(keys) == limit {
+			return nil, fmt.Errorf("more than %d keys", limit)
 		}
 		keys = append(keys, string(b[n:n+int(l)]))
 		b = b[n+int(l):]
@@ -110,9 +123,9 @@ func readKeys(b []byte) ([]string, error) {
 	return keys, nil
 }
 
-// maxBatchBody bounds a batch request's body.
-func maxBatchBody(maxKeyBytes int) int64 {
-	return int64(maxBatchKeys * (binary.MaxVarintLen64 + maxKeyBytes))
+// maxBatchBody bounds the body of a batch request of at most keys keys.
+func maxBatchBody(keys, maxKeyBytes int) int64 {
+	return int64(keys * (binary.MaxVarintLen64 + maxKeyBytes))
 }
 
 // appendIndexFrame appends a frame of kind that holds key i's index alone.
@@ -139,11 +152,13 @@ func appendValueHead(b []byte, i int, v cache.Value) []byte {
 }
 
 // batchResult is one key's answer in a batch. final is false when the key
-// must be fetched alone.
+// must be fetched alone; late is true for an answer loaded after the
+// batch's lease was granted (frameLate).
 type batchResult struct {
 	v     cache.Value
 	err   error
 	final bool
+	late  bool
 }
 
 // readFrames decodes a batch answer from r into res, one slot per key sent.
@@ -171,6 +186,7 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		_, err = io.ReadFull(r, f)
 		return f, err
 	}
+	late := false
 	for {
 		kind, err := r.ReadByte()
 		if err == io.EOF {
@@ -178,6 +194,13 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		}
 		if err != nil {
 			return bad("frame", err)
+		}
+		switch kind {
+		case frameBeat:
+			continue
+		case frameLate:
+			late = true
+			continue
 		}
 		u, err := binary.ReadUvarint(r)
 		if err != nil {
@@ -192,7 +215,17 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		case frameMiss:
 			continue
 		case frameNotFound:
-			res[i] = batchResult{err: cache.ErrNotFound, final: true}
+			res[i] = batchResult{err: cache.ErrNotFound, final: true, late: late}
+			continue
+		case frameError:
+			e, err := r.ReadByte()
+			if err != nil {
+				return bad("error", err)
+			}
+			if res[i].err = loadError(e); res[i].err == nil {
+				return bad("error", fmt.Errorf("kind %q", e))
+			}
+			res[i].final, res[i].late = true, late
 			continue
 		case frameValue:
 		default:
@@ -228,7 +261,7 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		if v.Stale {
 			v.Age = time.Duration(age) * time.Millisecond
 		}
-		res[i] = batchResult{v: v, final: true}
+		res[i] = batchResult{v: v, final: true, late: late}
 	}
 }
 
@@ -243,12 +276,17 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, err)
 		return
 	}
-	body, err := h.readBody(w, r, maxBatchBody(cfg.MaxKeyBytes))
+	load := r.Header.Get(hdrLoadMisses) != ""
+	limit := maxBatchKeys
+	if load {
+		limit = maxManyKeys
+	}
+	body, err := h.readBody(w, r, maxBatchBody(limit, cfg.MaxKeyBytes))
 	if err != nil {
 		writePeerError(w, err)
 		return
 	}
-	keys, err := readKeys(body)
+	keys, err := readKeys(body, limit)
 	if err != nil {
 		writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
 		return
@@ -260,20 +298,24 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	ends := make([]int, len(keys)) // where each key's head ends in head
 	data := make([][]byte, len(keys))
 	size := 0
+	var pending []int // to load (load mode)
 	for i, key := range keys {
 		var v cache.Value
 		var ok bool
 		var err error
-		if checkKey(key, cfg.MaxKeyBytes) == nil {
+		valid := checkKey(key, cfg.MaxKeyBytes) == nil
+		if valid {
 			v, ok, err = pv.GetCached(key, batchValueBytes)
 		}
 		switch {
-		case ok && err == nil && len(v.ContentType) <= batchTypeBytes:
+		case ok && err == nil && len(v.ContentType) <= batchTypeBytes && size+len(v.Data) <= MaxBatchBytes:
 			head = appendValueHead(head, i, v)
 			data[i] = v.Data
 			size += len(v.Data)
 		case ok && errors.Is(err, cache.ErrNotFound):
 			head = appendIndexFrame(head, frameNotFound, i)
+		case load && valid && !ok:
+			pending = append(pending, i)
 		default: // a load, a key this node refuses, a value too large
 			head = appendIndexFrame(head, frameMiss, i)
 		}
@@ -283,7 +325,9 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	// lookups above ran since the request arrived.
 	grant()
 	w.Header().Set("Content-Type", batchType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(head)+size))
+	if len(pending) == 0 {
+		w.Header().Set("Content-Length", strconv.Itoa(len(head)+size))
+	}
 	start := 0
 	for i, end := range ends {
 		w.Write(head[start:end])
@@ -291,6 +335,9 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 			w.Write(data[i])
 		}
 		start = end
+	}
+	if len(pending) > 0 {
+		h.streamLoads(w, r, pv, keys, pending, MaxBatchBytes-size)
 	}
 }
 

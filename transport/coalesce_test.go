@@ -483,11 +483,11 @@ func FuzzBatch(f *testing.F) {
 	f.Add([]byte{frameValue, 0, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if keys, err := readKeys(b); err == nil {
+		if keys, err := readKeys(b, maxBatchKeys); err == nil {
 			if len(keys) == 0 || len(keys) > maxBatchKeys {
 				t.Fatalf("%d keys read", len(keys))
 			}
-			if again, err := readKeys(appendKeys(nil, keys)); err != nil || len(again) != len(keys) {
+			if again, err := readKeys(appendKeys(nil, keys), maxBatchKeys); err != nil || len(again) != len(keys) {
 				t.Fatalf("re-encoded keys read as %q, %v", again, err)
 			}
 		}

@@ -48,6 +48,12 @@
 // 64 concurrent callers this cut the CPU of a 1 KiB fetch to a sixth
 // (BenchmarkPeerFetch, client=direct against direct-single).
 //
+// Group.GetMany asks each owner once for all of its keys (the peer is a
+// cache.ManyFetcher): the same POST, marked X-Ringcache-Load-Misses, which
+// the owner answers from its caches at once and then by loading the rest,
+// streaming each key's frame as its load ends, with a beat every
+// PeerTimeout/3 meanwhile (fetchmany.go).
+//
 // The peer protocol is github.com/golang/groupcache's: GET
 // <BasePath><group>/<key> answered by a groupcachepb.GetResponse, so a
 // groupcache process and ringcache nodes that share the ring settings serve

@@ -224,6 +224,9 @@ type peerRequest struct {
 	probe bool
 	// lease asks for a contact lease (every GET does).
 	lease bool
+	// stream: every byte of the body, not only the first, shows the peer
+	// alive (an answer that streams frames as loads end).
+	stream bool
 }
 
 // errSilent is the cause of a request that got no byte for PeerTimeout.
@@ -316,6 +319,9 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	}
 	alive() // the body has PeerTimeout from here
 	defer res.Body.Close()
+	if r.stream {
+		res.Body = aliveBody{res.Body, alive}
+	}
 	status = res.StatusCode
 	if res.Header.Get(hdrRingVersion) == "" {
 		pe.contact.legacy.Store(true)
@@ -507,4 +513,19 @@ func setValueHeaders(h http.Header, v cache.Value) {
 func isPeerError(err error) bool {
 	_, ok := errors.AsType[*PeerError](err)
 	return ok
+}
+
+// aliveBody is a response body whose every read that returns bytes shows
+// the peer alive.
+type aliveBody struct {
+	io.ReadCloser
+	alive func()
+}
+
+func (b aliveBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.alive()
+	}
+	return n, err
 }

@@ -148,14 +148,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The owner's load queue shares its slots between the clients the
 		// requesting nodes serve; a groupcache peer names none and counts
 		// as one client.
-		caller := r.Header.Get(hdrCaller)
-		if caller == "" {
-			caller = r.Header.Get(hdrPeer)
-		}
-		if caller == "" {
-			caller = clientKey(r.RemoteAddr).String()
-		}
-		v, err := g.PeerView().Get(cache.WithCaller(ctx, caller), key, cfg.PeerTimeout/3, beat)
+		v, err := g.PeerView().Get(cache.WithCaller(ctx, callerOf(r)), key, cfg.PeerTimeout/3, beat)
 		// Granted again at the answer: a revocation made while the load
 		// ran must reach the requester with this value (lease.go).
 		grant()

@@ -68,6 +68,10 @@ const (
 	// hdrHandoff marks a GET from a key's new owner to its previous one,
 	// answered from the caches only (never loaded, never forwarded).
 	hdrHandoff = "X-Ringcache-Handoff"
+	// hdrLoadMisses, on a batch, asks the owner to load the keys its
+	// caches do not hold and to stream their frames as the loads end
+	// (Group.GetMany's one request per owner; see fetchmany.go).
+	hdrLoadMisses = "X-Ringcache-Load-Misses"
 	// hdrDate (Unix milliseconds), hdrNonce (random, once per request),
 	// hdrBodyHash (a PUT's hex SHA-256) and hdrSignature authenticate a
 	// peer request (Config.Secrets).
@@ -94,6 +98,7 @@ const (
 var (
 	leaseWanted   = []string{"1"}
 	handoffMarker = []string{"1"}
+	loadMissesYes = []string{"1"}
 	memberYes     = []string{"1"}
 	memberNo      = []string{"0"}
 	scopeCopy     = []string{"copy"}
@@ -193,7 +198,7 @@ var signedHeaders = []string{hdrPeer, hdrContentType, hdrExpires, hdrNoStore, hd
 // laterSignedHeaders are signed only when present, name and value: a node
 // of an earlier version neither sends nor signs them, and its signatures
 // still verify. One added to a request signed without it fails the check.
-var laterSignedHeaders = []string{hdrMemberSince}
+var laterSignedHeaders = []string{hdrMemberSince, hdrLoadMisses}
 
 // signingVersion starts the signed text, so that a signature made under
 // another layout can never verify under this one.

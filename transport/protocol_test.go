@@ -217,6 +217,8 @@ func TestVerifySignature(t *testing.T) {
 		"stale age":     func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrStale, "1000") },
 		"hand-off":      func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrHandoff, "1") },
 		"lease request": func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrLease, "1") },
+		"member since":  func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrMemberSince, "7") },
+		"load misses":   func(s *signedRequest) { s.Header = base.Header.Clone(); s.Header.Set(hdrLoadMisses, "1") },
 	} {
 		tests = append(tests, struct {
 			name    string

@@ -94,6 +94,16 @@ type Peer interface {
 	fmt.Stringer
 }
 
+// A FetchLeaser is a Peer whose fetches say whether the value came under
+// the contact lease (Leaser) the answer renewed: a value the owner loaded
+// after its answer began (a batch's, whose lease was granted with what the
+// owner held) did not, and may be served but not kept as a copy, since the
+// lease says nothing of a write during its load. The transport's peers are
+// FetchLeasers; a Peer that is not has every value leased.
+type FetchLeaser interface {
+	FetchLeased(ctx context.Context, group, key string) (v Value, leased bool, err error)
+}
+
 // A Leaser is a Peer that grants this node a contact lease: the proof that
 // this node would have been told of a write at that peer. Copies of values
 // the peer owns are served from the hot cache only while the lease holds,

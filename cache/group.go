@@ -1122,12 +1122,19 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	// The owner's load may take up to LoadTimeout; the peer client ends the
 	// fetch much sooner if the owner stops showing that it is alive.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout+time.Second)
-	v, err := peer.Fetch(fctx, g.cfg.Name, key)
+	var v Value
+	var err error
+	leased := true
+	if fl, ok := peer.(FetchLeaser); ok {
+		v, leased, err = fl.FetchLeased(fctx, g.cfg.Name, key)
+	} else {
+		v, err = peer.Fetch(fctx, g.cfg.Name, key)
+	}
 	cancel()
 	switch {
 	case err == nil:
 		g.st.peerLoads.Add(1)
-		if keep {
+		if keep && leased {
 			g.keepHot(key, v, peer, gd)
 		}
 		return v, nil

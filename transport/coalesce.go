@@ -17,20 +17,26 @@ import (
 
 // Coalescing: while a fetch to a peer is in flight, the next fetches from
 // this node to that peer for one group wait for it and then go together, in
-// one POST <BasePath>_fetch/<group> naming their keys (a batch). The peer
-// answers each key from its caches only, as a single GET that hits there
-// would be answered: a value, a remembered not-found, or "miss". A key it
-// would have to load (or refuses, or leaves out of the answer) is then
-// fetched alone with groupcache's GET, which loads it once at the owner and
-// keeps the liveness signals of a load. So a batch never waits for an
-// origin, one slow key never holds up the others, and every guarantee of a
-// fetch is the single GET's: the batch is only a cheaper way to ask for
-// what the owner already holds.
+// one POST <BasePath>_fetch/<group> naming their keys (a batch), marked
+// hdrLoadMisses. The peer answers at once each key its caches hold, as a
+// single GET that hits there would be answered (a value, a remembered
+// not-found), then frameLate, then loads the other keys, once each with its
+// other callers, and streams each one's frame as its load ends (a value, a
+// not-found, a load error, or "miss" for a value too large for a batch),
+// with a frameBeat every PeerTimeout/3 meanwhile (fetchmany.go). Each
+// caller is answered when its key's frame arrives, so one slow key never
+// holds up the others; a key left out or answered "miss" is fetched alone
+// with groupcache's GET. A value after frameLate is served but not kept
+// as a copy (cache.FetchLeaser): the lease in the answer's headers was
+// granted before it was loaded.
 //
 // When nothing is in flight to the peer a fetch goes alone at once, so
 // coalescing adds no latency to a quiet node; under load the keys that
-// arrive during one batch's round trip share the next (group commit, at
-// most maxBatchKeys to a batch).
+// arrive while one batch waits for the owner's first answer (what it holds)
+// share the next (group commit, at most maxBatchKeys to a batch): batches
+// are paced by the owner's memory, not by its origin. On a cold fill this
+// is one round trip per batch of misses, where a batch that only asked
+// what the owner held cost a second round trip per miss.
 //
 // A peer that does not know the route (a groupcache node, which answers
 // without our headers, or an older ringcache node, which answers 405) is
@@ -161,13 +167,26 @@ type batchResult struct {
 	late  bool
 }
 
-// readFrames decodes a batch answer from r into res, one slot per key sent.
-// Each value's bytes are read into an allocation of their own and exact
-// size, as a single GET's are: the cache may keep any of them.
-// A value over maxValue bytes is refused (Config.MaxResponseBytes, or
-// batchValueBytes if that is less).
+// readFrames decodes a batch answer from r into res, one slot per key sent
+// (readEachFrame).
 func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
-	seen := make([]bool, len(res))
+	return readEachFrame(r, len(res), maxValue, frameSink{got: func(i int, br batchResult) { res[i] = br }})
+}
+
+// frameSink is what readEachFrame tells as it reads.
+type frameSink struct {
+	got   func(i int, br batchResult) // a key's answer ("miss" is not one)
+	late  func()                      // at frameLate, if not nil
+	alive func()                      // after every whole frame, if not nil
+}
+
+// readEachFrame decodes a batch answer of n keys from r, telling s each
+// key's answer as its frame arrives. Each value's bytes are read into an
+// allocation of their own and exact size, as a single GET's are: the cache
+// may keep any of them. A value over maxValue bytes is refused
+// (Config.MaxResponseBytes, or batchValueBytes if that is less).
+func readEachFrame(r *bufio.Reader, n int, maxValue int64, s frameSink) error {
+	seen := make([]bool, n)
 	bad := func(what string, err error) error {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF
@@ -186,8 +205,8 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		_, err = io.ReadFull(r, f)
 		return f, err
 	}
-	late := false
-	for {
+	isLate := false
+	for ; ; s.beat() {
 		kind, err := r.ReadByte()
 		if err == io.EOF {
 			return nil
@@ -199,15 +218,18 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		case frameBeat:
 			continue
 		case frameLate:
-			late = true
+			if !isLate && s.late != nil {
+				s.late()
+			}
+			isLate = true
 			continue
 		}
 		u, err := binary.ReadUvarint(r)
 		if err != nil {
 			return bad("key index", err)
 		}
-		if u >= uint64(len(res)) || seen[u] {
-			return bad("key index", fmt.Errorf("%d of %d keys, or twice", u, len(res)))
+		if u >= uint64(n) || seen[u] {
+			return bad("key index", fmt.Errorf("%d of %d keys, or twice", u, n))
 		}
 		i := int(u)
 		seen[i] = true
@@ -215,17 +237,18 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		case frameMiss:
 			continue
 		case frameNotFound:
-			res[i] = batchResult{err: cache.ErrNotFound, final: true, late: late}
+			s.got(i, batchResult{err: cache.ErrNotFound, final: true, late: isLate})
 			continue
 		case frameError:
 			e, err := r.ReadByte()
 			if err != nil {
 				return bad("error", err)
 			}
-			if res[i].err = loadError(e); res[i].err == nil {
+			lerr := loadError(e)
+			if lerr == nil {
 				return bad("error", fmt.Errorf("kind %q", e))
 			}
-			res[i].final, res[i].late = true, late
+			s.got(i, batchResult{err: lerr, final: true, late: isLate})
 			continue
 		case frameValue:
 		default:
@@ -261,7 +284,7 @@ func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
 		if v.Stale {
 			v.Age = time.Duration(age) * time.Millisecond
 		}
-		res[i] = batchResult{v: v, final: true, late: late}
+		s.got(i, batchResult{v: v, final: true, late: isLate})
 	}
 }
 
@@ -341,6 +364,12 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	}
 }
 
+func (s frameSink) beat() {
+	if s.alive != nil {
+		s.alive()
+	}
+}
+
 // coalescer gathers one group's fetches to one peer into batches.
 type coalescer struct {
 	pe    *peer
@@ -351,12 +380,12 @@ type coalescer struct {
 	open *batch // keys waiting for it
 }
 
-// batch is one request's keys and, once done is closed, their answers.
+// batch is one request's keys and their answers: res[i] is set before
+// ready[i] is closed.
 type batch struct {
 	keys  []string
 	res   []batchResult
-	chain bool // when it ends, it sends c.open
-	done  chan struct{}
+	ready []chan struct{}
 }
 
 // coalescer returns the peer's coalescer of group, or nil when fetches to
@@ -377,66 +406,86 @@ func (pe *peer) coalescer(group string) *coalescer {
 }
 
 // fetch adds key to the open batch and waits for its answer. final is
-// false when the key must be fetched alone.
-func (c *coalescer) fetch(ctx context.Context, key string) (v cache.Value, err error, final bool) {
+// false when the key must be fetched alone; late is true for a value the
+// owner loaded after its answer's lease was granted.
+func (c *coalescer) fetch(ctx context.Context, key string) (v cache.Value, err error, final, late bool) {
 	c.mu.Lock()
 	b := c.open
 	if b == nil {
-		b = &batch{done: make(chan struct{})}
+		b = &batch{}
 		c.open = b
 	}
 	i := len(b.keys)
 	b.keys = append(b.keys, key)
+	ready := make(chan struct{})
+	b.ready = append(b.ready, ready)
 	var send *batch
+	chain := false
 	switch {
 	case !c.busy:
-		c.busy, b.chain, c.open, send = true, true, nil, b
+		c.busy, chain, c.open, send = true, true, nil, b
 	case len(b.keys) == maxBatchKeys:
 		c.open, send = nil, b // another in flight: a full batch need not wait
 	}
 	c.mu.Unlock()
 	if send != nil {
-		go c.send(send)
+		go c.send(send, chain)
 	}
 	select {
-	case <-b.done:
+	case <-ready:
 		r := b.res[i]
-		return r.v, r.err, r.final
+		return r.v, r.err, r.final, r.late
 	case <-ctx.Done():
-		return cache.Value{}, ctx.Err(), true
+		return cache.Value{}, ctx.Err(), true, false
 	}
 }
 
-// send sends b and the batches that gather while each is in flight.
-func (c *coalescer) send(b *batch) {
-	for b != nil {
-		c.pe.sendBatch(c.group, b)
-		close(b.done)
-		if !b.chain {
+// send sends b. If chain, the batch that gathers meanwhile goes next, as
+// soon as b's owner has answered what its caches hold (its loads may go on
+// streaming): the batches are paced by the owner's memory, not its origin.
+func (c *coalescer) send(b *batch, chain bool) {
+	next := func() {
+		if !chain {
 			return
 		}
+		chain = false
 		c.mu.Lock()
-		b, c.open = c.open, nil
-		if b == nil {
+		n := c.open
+		c.open = nil
+		if n == nil {
 			c.busy = false
-		} else {
-			b.chain = true
 		}
 		c.mu.Unlock()
+		if n != nil {
+			go c.send(n, true)
+		}
 	}
+	c.pe.sendBatch(c.group, b, next)
+	next() // the answer held no loads, or failed
 }
 
-// sendBatch asks the peer for b's keys and fills b.res. On any failure the
-// keys are left to be fetched alone: the single GETs then meet the same
-// peer with their own rules (an open breaker fails them at once).
-func (pe *peer) sendBatch(group string, b *batch) {
+// sendBatch asks the peer for b's keys, marked to load what its caches do
+// not hold, and answers each key's waiter as its frame arrives; late is
+// called when the owner starts on its loads. On any failure the keys not
+// answered are left to be fetched alone: the single GETs then meet the
+// same peer with their own rules (an open breaker fails them at once).
+func (pe *peer) sendBatch(group string, b *batch, late func()) {
 	b.res = make([]batchResult, len(b.keys))
+	answered := make([]bool, len(b.keys))
+	defer func() {
+		for i, ready := range b.ready {
+			if !answered[i] {
+				close(ready) // res[i] is zero: fetch it alone
+			}
+		}
+	}()
 	pe.fetching.Add(1)
 	defer pe.fetching.Add(-1)
 	// The keys' own callers wait on their contexts; this one ends when the
-	// peer falls silent (PeerTimeout), and an owner answers from memory.
+	// peer falls silent (PeerTimeout; a loading owner beats meanwhile).
 	err := pe.do(context.Background(), peerRequest{op: "batch", method: http.MethodPost,
-		path: pe.pool.cfg.BasePath + batchRoute + escapeSegment(group), body: appendKeys(nil, b.keys), lease: true,
+		path: pe.pool.cfg.BasePath + batchRoute + escapeSegment(group), body: appendKeys(nil, b.keys), lease: true, stream: true,
+		header: func(h http.Header) { h[hdrLoadMisses] = loadMissesYes },
 		read: func(res *http.Response) error {
 			if res.Header.Get("Content-Type") != batchType {
 				return fmt.Errorf("%w: content type %q", errBatchAnswer, res.Header.Get("Content-Type"))
@@ -444,7 +493,16 @@ func (pe *peer) sendBatch(group string, b *batch) {
 			if res.ContentLength > maxBatchAnswer {
 				return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrBadResponse, res.ContentLength, int64(maxBatchAnswer))
 			}
-			return readFrames(bufio.NewReader(io.LimitReader(res.Body, maxBatchAnswer)), b.res, pe.pool.cfg.MaxResponseBytes)
+			r := bufio.NewReader(io.LimitReader(res.Body, maxBatchAnswer+maxBeatBytes))
+			return readEachFrame(r, len(b.keys), pe.pool.cfg.MaxResponseBytes, frameSink{
+				got: func(i int, br batchResult) {
+					b.res[i] = br
+					answered[i] = true
+					close(b.ready[i])
+				},
+				late:  late,
+				alive: aliveOf(res),
+			})
 		}})
 	if err == nil {
 		return
@@ -459,5 +517,4 @@ func (pe *peer) sendBatch(group string, b *batch) {
 		pe.pool.cfg.Logger.Info("transport: batch failed; fetching from the peer one key at a time for a while",
 			"peer", pe.url, "pause", batchPause, "err", err)
 	}
-	clear(b.res)
 }

@@ -180,6 +180,66 @@ func testFetchesCoalesce(t *testing.T, signed bool) {
 	}
 }
 
+// TestCoalescedMissesLoadInTheBatch reads 40 keys the owner holds and 40
+// it must load, all at once through another node with its hot cache on:
+// the misses are loaded for the batches they went in (no second round
+// trip a miss: few single GETs), each once, by the owner; a value the owner
+// held is kept as a copy (it came under the batch's lease), and one it
+// loaded for a batch is not (its load postdates that lease).
+func TestCoalescedMissesLoadInTheBatch(t *testing.T) {
+	t.Parallel()
+	var ops peerOps
+	nodes, loads := newCluster(t, 2, clusterOpts{pool: ops.pool(nil), wrapPeer: slowPeer(2 * time.Millisecond)})
+	asker, own := nodes[0], nodes[1]
+	var warm, cold []string
+	for i := range 40 {
+		warm = append(warm, keyOf(t, nodes, own, fmt.Sprintf("warm%d-", i)))
+		cold = append(cold, keyOf(t, nodes, own, fmt.Sprintf("cold%d-", i)))
+	}
+	for _, k := range warm {
+		if _, err := own.group.Get(t.Context(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := loads.count()
+	var wg sync.WaitGroup
+	for _, k := range append(append([]string(nil), warm...), cold...) {
+		wg.Go(func() {
+			if v, err := asker.group.Get(t.Context(), k); err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+				t.Errorf("%s: %q %v", k, v.Data, err)
+			}
+		})
+	}
+	wg.Wait()
+	batches, failed := ops.count("batch")
+	singles, _ := ops.count("get")
+	t.Logf("80 keys: %d batches, %d single GETs", batches, singles)
+	if batches == 0 || failed != 0 {
+		t.Fatalf("%d batches, %d failed (%v); want some and none", batches, failed, ops.last)
+	}
+	if singles >= len(cold)/2 {
+		t.Errorf("%d single GETs for %d misses: the misses were not loaded in their batches", singles, len(cold))
+	}
+	if got := loads.count() - before; got != len(cold) {
+		t.Errorf("%d loads, want %d (the cold keys, once each)", got, len(cold))
+	}
+	kept := func(keys []string) (n int) {
+		for _, k := range keys {
+			if _, cached, _ := asker.group.GetCached(k); cached {
+				n++
+			}
+		}
+		return n
+	}
+	if n := kept(warm); n != len(warm) {
+		t.Errorf("%d of %d values the owner held were kept as copies; want all", n, len(warm))
+	}
+	// A miss fetched alone (a GET, leased at its answer) may be kept.
+	if n := kept(cold); n > singles {
+		t.Errorf("%d of %d values loaded for a batch were kept as copies (%d single GETs); want none", n, len(cold), singles)
+	}
+}
+
 // readAtOnce reads n of own's keys through asker at once, checks each value,
 // and returns how long that took.
 func readAtOnce(t *testing.T, nodes []*testNode, asker, own *testNode, prefix string, n int) time.Duration {

@@ -37,12 +37,14 @@
 // Fetches are coalesced: while a fetch to a peer is in flight, the next
 // fetches from this node to it for one group wait for it and go together in
 // one POST <BasePath>_fetch/<group> (at most 64 keys; Config.DisableCoalescing
-// turns this off). The peer answers each key from its caches only, exactly
-// as it would answer a GET that hits there (a value with its expiry and
-// content type, or a remembered not-found), and "miss" for any other key,
-// which the requester then fetches alone with the GET below: so a batch
-// never waits for an origin, the owner still loads each key once, with its
-// 102 signals, and one slow key never holds up the others. A peer that does
+// turns this off). The peer answers at once each key its caches hold,
+// exactly as it would answer a GET that hits there (a value with its expiry
+// and content type, or a remembered not-found), then loads the others,
+// once each, and streams each key's answer as its load ends, with a beat
+// every PeerTimeout/3 meanwhile: each caller is answered as its key
+// arrives, so one slow key never holds up the others, and a key answered
+// "miss" (a value too large for a batch) is fetched alone with the GET
+// below. A peer that does
 // not know the route (a groupcache node, an older ringcache node) is asked
 // one key at a time, and so is, for 10 s, a peer whose batch failed. With
 // 64 concurrent callers this cut the CPU of a 1 KiB fetch to a sixth

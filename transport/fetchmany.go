@@ -31,7 +31,10 @@ const (
 	maxBatchLoads = 32
 	// maxManyAnswer bounds the bytes of its answer: every key's frame
 	// head, MaxBatchBytes of values, and a megabyte of beats.
-	maxManyAnswer = maxManyKeys*(maxFrameOverhead+batchTypeBytes) + MaxBatchBytes + 1<<20
+	maxManyAnswer = maxManyKeys*(maxFrameOverhead+batchTypeBytes) + MaxBatchBytes + maxBeatBytes
+	// maxBeatBytes bounds the beats of one answer: a megabyte, about three
+	// days of loading at the default peer timeout.
+	maxBeatBytes = 1 << 20
 )
 
 // errNoBatch is FetchMany's answer for a peer that takes no batches.
@@ -75,7 +78,8 @@ func (pe *peer) fetchMany(ctx context.Context, group string, keys []string) ([]b
 			if r.Header.Get("Content-Type") != batchType {
 				return fmt.Errorf("%w: content type %q", errBatchAnswer, r.Header.Get("Content-Type"))
 			}
-			return readFrames(bufio.NewReader(io.LimitReader(r.Body, maxManyAnswer)), res, pe.pool.cfg.MaxResponseBytes)
+			return readEachFrame(bufio.NewReader(io.LimitReader(r.Body, maxManyAnswer)), len(res), pe.pool.cfg.MaxResponseBytes,
+				frameSink{got: func(i int, br batchResult) { res[i] = br }, alive: aliveOf(r)})
 		}})
 	if err != nil {
 		if perr, ok := errors.AsType[*PeerError](err); ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()) {

@@ -144,9 +144,17 @@ type exchange struct {
 // While another fetch to the peer is in flight, the key goes in a batch
 // with others first (coalesce.go).
 func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, error) {
+	v, _, err := pe.FetchLeased(ctx, group, key)
+	return v, err
+}
+
+// FetchLeased is Fetch, saying whether the value came under the contact
+// lease its answer renewed (cache.FetchLeaser): a value the owner loaded
+// for a batch after it began its answer did not.
+func (pe *peer) FetchLeased(ctx context.Context, group, key string) (cache.Value, bool, error) {
 	if c := pe.coalescer(group); c != nil {
-		if v, err, final := c.fetch(ctx, key); final {
-			return v, err
+		if v, err, final, late := c.fetch(ctx, key); final {
+			return v, !late, err
 		}
 	}
 	pe.fetching.Add(1)
@@ -157,7 +165,7 @@ func (pe *peer) Fetch(ctx context.Context, group, key string) (cache.Value, erro
 		v, err = decodeValue(res, pe.pool.cfg.MaxResponseBytes)
 		return err
 	}})
-	return v, err
+	return v, true, err
 }
 
 // FetchHandoff asks the peer, the key's previous owner, for the value it
@@ -224,8 +232,9 @@ type peerRequest struct {
 	probe bool
 	// lease asks for a contact lease (every GET does).
 	lease bool
-	// stream: every byte of the body, not only the first, shows the peer
-	// alive (an answer that streams frames as loads end).
+	// stream: the body's reader shows the peer alive as it reads
+	// (aliveOf), not only its first byte (an answer that streams frames as
+	// loads end).
 	stream bool
 }
 
@@ -320,7 +329,7 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	alive() // the body has PeerTimeout from here
 	defer res.Body.Close()
 	if r.stream {
-		res.Body = aliveBody{res.Body, alive}
+		res.Body = &aliveBody{res.Body, alive}
 	}
 	status = res.StatusCode
 	if res.Header.Get(hdrRingVersion) == "" {
@@ -515,17 +524,19 @@ func isPeerError(err error) bool {
 	return ok
 }
 
-// aliveBody is a response body whose every read that returns bytes shows
-// the peer alive.
+// aliveBody is the body of a streamed answer: its reader calls alive when
+// it has read a whole unit (a frame), so that a peer that trickles bytes
+// without finishing one is still silent.
 type aliveBody struct {
 	io.ReadCloser
 	alive func()
 }
 
-func (b aliveBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.alive()
+// aliveOf returns the function that shows res's peer alive, or nil when
+// res was not asked for as a stream.
+func aliveOf(res *http.Response) func() {
+	if b, ok := res.Body.(*aliveBody); ok {
+		return b.alive
 	}
-	return n, err
+	return nil
 }

@@ -36,7 +36,11 @@ func TestPurgeLogUnreadTooLong(t *testing.T) {
 // never after, and on again when the log is read.
 func TestLookupsStopTrustingAnUnreadLog(t *testing.T) {
 	t.Parallel()
-	const lease = 320 * time.Millisecond
+	// The flag goes off lease/16 early (100ms here): a timer that fires
+	// later than that, as under the race detector on a busy machine, would
+	// be the failure this test looks for, so the margin is kept well above
+	// a scheduling delay (with the default lease it is 3.75s).
+	const lease = 1600 * time.Millisecond
 	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.PurgeLease = lease }})
 	n := nodes[0]
 	ps := n.pool.purges

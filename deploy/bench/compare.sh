@@ -27,6 +27,9 @@
 #   - uniform: every key equally likely (2/3 of a node's requests need
 #              another node);
 #   - skewed:  90% of requests on 1% of the keys, the rest uniform;
+#   - cold:    every request a key never asked before (a cold fill: every
+#              request is an origin load at the key's owner), when
+#              WORKLOADS names it;
 # then fetches a sample of keys from each and checks the bodies byte for
 # byte, and prints one table: req/s, p99, errors and the ratio to bare. Two
 # columns explain the ratios: the CPU time the system's processes spent per
@@ -35,7 +38,8 @@
 # gets that needed another node (the rest were served from its main or hot
 # cache).
 #
-# Environment: RUNS (1) repeats the whole set of loads; DURATION (10s) per
+# Environment: WORKLOADS ("uniform skewed"; "cold" may be added); RUNS (1)
+# repeats the whole set of loads; DURATION (10s) per
 # load; KEYS (10000); SIZE (1024); THREADS (2); CONNS (64); BASE_PORT (19000:
 # ports BASE_PORT to BASE_PORT+22 must be free); SAMPLE (20) keys checked per
 # system; PERF (unset) names a directory where a CPU profile of the process
@@ -44,6 +48,7 @@
 # Every process it starts is stopped on exit.
 set -euo pipefail
 
+WORKLOADS=${WORKLOADS:-uniform skewed}
 RUNS=${RUNS:-1}
 DURATION=${DURATION:-10s}
 KEYS=${KEYS:-10000}
@@ -195,6 +200,15 @@ cat >"$tmp/uniform.lua" <<EOF
 $lua_keys
 function request() return reqs[math.random(0, $KEYS - 1)] end
 EOF
+cat >"$tmp/cold.lua" <<EOF
+$lua_keys
+local prefix, n = nil, 0
+function request()
+  if not prefix then prefix = '/cache/demo/cold-' .. os.time() .. '-' .. (id or 0) .. '-' end
+  n = n + 1
+  return wrk.format('GET', prefix .. n)
+end
+EOF
 hot=$((KEYS / 100))
 cat >"$tmp/skewed.lua" <<EOF
 $lua_keys
@@ -274,7 +288,7 @@ to_ms() {
 results="$tmp/results"
 : >"$results"
 for run in $(seq "$RUNS"); do
-	for w in uniform skewed; do
+	for w in $WORKLOADS; do
 		# Every other run goes through the systems in the opposite order, so
 		# that no system is always measured right after the same one (the
 		# machine's load drifts, and groupcache as shipped leaves thousands
@@ -333,7 +347,7 @@ echo
 echo "machine: $(nproc) cores, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "wrk -t$THREADS -c$CONNS -d$DURATION, $KEYS keys of $SIZE bytes, into one of three nodes; ratio = req/s / bare req/s of the same run"
 echo
-awk '
+awk -v workloads="$WORKLOADS" '
 	{ run = $1; w = $2; s = $3; rps[run, w, s] = $4; p99[run, w, s] = $5; errs[run, w, s] = $6; bad[run, w, s] = $7
 	  cpu[run, w, s] = $8; remote[run, w, s] = $9
 	  if (!(run in seen)) { seen[run] = 1; runs[++nr] = run } }
@@ -343,8 +357,8 @@ awk '
 		name["nohot"] = "ringcache, no hot cache"; name["single"] = "ringcache, no hot cache, no coalescing"; name["fast"] = "ringcache, fasthttp"
 		printf "| run | workload | server | req/s | p99 ms | errors | wrong bodies | ratio to bare | ringcache / this | ringcache fasthttp / this | CPU µs/req | gets needing a peer |\n"
 		printf "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
-		split("uniform skewed", ws, " "); split("bare barefast gc gc64 ring nohot single fast", ss, " ")
-		for (i = 1; i <= nr; i++) for (j = 1; j <= 2; j++) for (k = 1; k <= 8; k++) {
+		nw = split(workloads, ws, " "); split("bare barefast gc gc64 ring nohot single fast", ss, " ")
+		for (i = 1; i <= nr; i++) for (j = 1; j <= nw; j++) for (k = 1; k <= 8; k++) {
 			r = runs[i]; w = ws[j]; s = ss[k]
 			ratio = rps[r, w, s] / rps[r, w, "bare"]
 			ours = (s == "ring" || s == "nohot" || s == "single" || s == "fast")

@@ -62,6 +62,9 @@ type Group struct {
 	writtenMu sync.Mutex
 	written   map[string]struct{} // guarded by writtenMu; nil: overflowed
 	snap      [epochStripes]atomic.Uint64
+	// pulls counts, by previous owner (a Peer), what this window's pulls
+	// from it found (*pullCount, replaced at each ring change).
+	pulls sync.Map
 
 	failed failures  // origin loads that just failed
 	gate   *loadGate // bounds concurrent origin loads; nil: no bound
@@ -597,6 +600,7 @@ func (g *Group) ringChanged() {
 	g.handoffMu.Lock()
 	defer g.handoffMu.Unlock()
 	g.ring.Add(1)
+	g.pulls.Clear() // counts of the last window, for members that may have left
 	g.writtenMu.Lock()
 	for i := range g.epochs {
 		g.snap[i].Store(g.epochs[i].Load())
@@ -825,14 +829,57 @@ func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
 	if !ok {
 		return Value{}, false
 	}
+	pc := g.pullCount(prev)
+	if pc.found.Load() == 0 && pc.asked.Load() >= maxFruitlessPulls {
+		return Value{}, false
+	}
+	pc.asked.Add(1)
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
 	defer cancel()
 	v, err := f.FetchHandoff(fctx, g.cfg.Name, key)
 	if err != nil {
 		return Value{}, false
 	}
+	pc.found.Add(1)
 	g.st.handoffsTaken.Add(1)
 	return v, true
+}
+
+// maxFruitlessPulls is how many pulls from one previous owner, none of
+// which found a value, make the rest of the window stop asking it: it
+// holds nothing to hand over (it started with this node, as every node of
+// a cluster started or restarted at once does, or lost its cache), and
+// each pull would cost a miss a round trip for nothing. An owner that
+// handed over one value is asked to the window's end. A warm owner that
+// holds a tenth of the keys asked goes unasked only once in about 850
+// windows (0.9^64).
+const maxFruitlessPulls = 64
+
+// pullCount is what one window's pulls from one previous owner found.
+type pullCount struct {
+	ring         uint64 // the ring change it counts for (Group.ring)
+	asked, found atomic.Int64
+}
+
+// pullCount returns prev's count for the current ring.
+func (g *Group) pullCount(prev Peer) *pullCount {
+	ring := g.ring.Load()
+	if v, ok := g.pulls.Load(prev); ok && v.(*pullCount).ring == ring {
+		return v.(*pullCount)
+	}
+	pc := &pullCount{ring: ring}
+	for {
+		v, loaded := g.pulls.LoadOrStore(prev, pc)
+		if !loaded {
+			return pc
+		}
+		if old := v.(*pullCount); old.ring >= ring {
+			return old
+		}
+		if g.pulls.CompareAndSwap(prev, v, pc) {
+			return pc
+		}
+	}
 }
 
 // pick returns key's owner, or remote == false if this node owns it. A

@@ -387,3 +387,45 @@ func TestWriteThatOutlivesRetireFails(t *testing.T) {
 		})
 	}
 }
+
+// TestFruitlessPullsStop: within a window, a previous owner that found no
+// value for maxFruitlessPulls pulls in a row (a node that started with this
+// one holds nothing to hand over) is not asked again, so that each miss
+// stops paying it a round trip; one that handed over a value is asked for
+// every key; and the next ring change asks again.
+func TestFruitlessPullsStop(t *testing.T) {
+	t.Parallel()
+	read := func(c *handoffCluster, prefix string, n int) {
+		for i := range n {
+			k := fmt.Sprintf("%s%d", prefix, i)
+			mustGet(t, c.groups[0], k, "origin:"+k)
+		}
+	}
+	// Node 1 owned every key and holds none: node 0 asks it 64 times.
+	c := newHandoffCluster(t, time.Minute)
+	c.move(1, 0)
+	read(c, "a", 200)
+	if got := c.peers[1].fetches.Load(); got != maxFruitlessPulls {
+		t.Errorf("%d pulls from an empty previous owner for 200 keys; want %d", got, maxFruitlessPulls)
+	}
+	// A new window asks again.
+	c.move(0, 1)
+	c.move(1, 0)
+	before := c.peers[1].fetches.Load()
+	read(c, "b", 100)
+	if got := c.peers[1].fetches.Load() - before; got != maxFruitlessPulls {
+		t.Errorf("%d pulls in the next window; want %d", got, maxFruitlessPulls)
+	}
+
+	// Node 1 holds the first key asked: every key is asked of it.
+	c = newHandoffCluster(t, time.Minute)
+	mustGet(t, c.groups[1], "c0", "origin:c0")
+	c.move(1, 0)
+	read(c, "c", 200)
+	if got := c.peers[1].fetches.Load(); got != 200 {
+		t.Errorf("%d pulls from a previous owner that handed a value over, for 200 keys; want 200", got)
+	}
+	if s := c.groups[0].Stats(); s.HandoffsTaken != 1 {
+		t.Errorf("HandoffsTaken %d, want 1", s.HandoffsTaken)
+	}
+}

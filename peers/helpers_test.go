@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/embedetcd"
 	"github.com/ringcache/ringcache/internal/faultnet"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
 
@@ -28,9 +28,8 @@ type testEtcd struct {
 	clientURL url.URL
 	peerURL   url.URL
 
-	mu   sync.Mutex
-	e    *embed.Etcd
-	once *sync.Once // embed.Etcd.Close panics when called twice
+	mu sync.Mutex
+	e  *embedetcd.Etcd
 }
 
 func startEtcd(t *testing.T) *testEtcd {
@@ -60,35 +59,20 @@ func freeAddr(t *testing.T) string {
 
 func (te *testEtcd) start() {
 	te.t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Name = "peers-test"
-	cfg.Dir = te.dir
-	cfg.ListenClientUrls = []url.URL{te.clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{te.clientURL}
-	cfg.ListenPeerUrls = []url.URL{te.peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{te.peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
+	e, err := embedetcd.Start(te.t.Context(), embedetcd.Config{Name: "peers-test", Dir: te.dir, ClientAddr: te.clientURL.Host, PeerAddr: te.peerURL.Host})
 	if err != nil {
 		te.t.Fatalf("start etcd: %v", err)
 	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		e.Close()
-		te.t.Fatal("etcd not ready after 30s")
-	}
 	te.mu.Lock()
-	te.e, te.once = e, &sync.Once{}
+	te.e = e
 	te.mu.Unlock()
 }
 
 func (te *testEtcd) stop() {
 	te.mu.Lock()
-	e, once := te.e, te.once
+	e := te.e
 	te.mu.Unlock()
-	once.Do(e.Close)
+	e.Close()
 }
 
 func (te *testEtcd) endpoints() []string { return []string{te.clientURL.String()} }

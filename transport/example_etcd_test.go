@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/embedetcd"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 )
@@ -38,11 +39,10 @@ func ExampleNode() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, err := peers.New(ctx, peers.Config{Endpoints: []string{etcdURL}, NodeID: "node-1", PeerURL: node.Self(), Setter: node})
-	if err != nil {
+	// Register in etcd: the members feed the node's ring, and Shutdown leaves.
+	if _, err := peers.Join(ctx, node, peers.Config{Endpoints: []string{etcdURL}, NodeID: "node-1"}); err != nil {
 		log.Fatal(err)
 	}
-	node.SetMembership(reg)
 	go node.Serve(ln, nil)
 	defer node.Shutdown(ctx) // not ready, leave the ring, hand values over, drain, wait for loads
 
@@ -73,9 +73,9 @@ func exampleEtcd() (string, func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	u, stop, err := transport.EmbeddedEtcd(dir)
+	e, err := embedetcd.Start(context.Background(), embedetcd.Config{Dir: dir})
 	if err != nil {
 		log.Fatal(err)
 	}
-	return u, func() { stop(); os.RemoveAll(dir) }
+	return e.URL, func() { e.Close(); os.RemoveAll(dir) }
 }

@@ -4,23 +4,19 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
-
 	"github.com/ringcache/ringcache/internal/devcert"
+	"github.com/ringcache/ringcache/internal/embedetcd"
 )
 
 // devConfig configures "ringcached dev".
@@ -40,8 +36,7 @@ type devConfig struct {
 // registered in it.
 type devCluster struct {
 	dir     string // etcd's data, removed by stop
-	etcd    *embed.Etcd
-	close1  sync.Once // embed.Etcd.Close panics when called twice
+	etcd    *embedetcd.Etcd
 	etcdURL string
 	secret  string
 	token   string // the public write token
@@ -167,33 +162,11 @@ func startDev(ctx context.Context, dc devConfig, log *slog.Logger) (_ *devCluste
 // startEtcd starts a single-member etcd on free loopback ports, quiet: its
 // zap logs (errors included, on a normal stop) go nowhere.
 func (c *devCluster) startEtcd(ctx context.Context) error {
-	free := url.URL{Scheme: "http", Host: "127.0.0.1:0"} // port 0: any free port
-	cfg := embed.NewConfig()
-	cfg.Name = "ringcache-dev"
-	cfg.Dir = c.dir
-	cfg.ListenClientUrls = []url.URL{free}
-	cfg.AdvertiseClientUrls = []url.URL{free}
-	cfg.ListenPeerUrls = []url.URL{free}
-	cfg.AdvertisePeerUrls = []url.URL{free}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
+	e, err := embedetcd.Start(ctx, embedetcd.Config{Name: "ringcache-dev", Dir: c.dir})
 	if err != nil {
-		return fmt.Errorf("ringcached dev: starting etcd: %w", err)
+		return fmt.Errorf("ringcached dev: %w", err)
 	}
-	c.etcd = e
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return fmt.Errorf("ringcached dev: etcd: %w", err)
-	case <-timeout.C:
-		return errors.New("ringcached dev: etcd not ready after 30s")
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	c.etcdURL = "http://" + e.Clients[0].Addr().String()
+	c.etcd, c.etcdURL = e, e.URL
 	return nil
 }
 
@@ -208,7 +181,7 @@ func (c *devCluster) stop(timeout time.Duration) {
 	}
 	wg.Wait()
 	if c.etcd != nil {
-		c.close1.Do(c.etcd.Close)
+		c.etcd.Close()
 	}
 	for _, d := range []string{c.dir, c.certDir} {
 		if d != "" {

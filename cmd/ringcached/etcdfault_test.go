@@ -24,7 +24,7 @@ func etcdBehindProxy(t *testing.T) *faultnet.Proxy {
 	if err := c.startEtcd(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.close1.Do(c.etcd.Close) })
+	t.Cleanup(c.etcd.Close)
 	p, err := faultnet.Listen(strings.TrimPrefix(c.etcdURL, "http://"))
 	if err != nil {
 		t.Fatal(err)

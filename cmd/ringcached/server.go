@@ -290,8 +290,7 @@ func (n *node) join(ctx context.Context) error {
 	}
 	pc := n.cfg.peersConfig(n.nodeID, n.self)
 	pc.Logger = n.baseLog
-	pc.Setter = n.tn
-	reg, err := peers.New(ctx, pc)
+	reg, err := peers.Join(ctx, n.tn, pc)
 	if errors.Is(err, peers.ErrConfig) {
 		return libError(err) // the derived node ID or peer URL
 	}
@@ -299,7 +298,6 @@ func (n *node) join(ctx context.Context) error {
 		return fmt.Errorf("ringcached: joining the cluster through etcd %v: %w", n.cfg.Etcd, err)
 	}
 	n.reg = reg
-	n.tn.SetMembership(reg)
 	n.served.Go(func() { n.ui.follow(reg) }) // ends when stop closes reg
 	return nil
 }

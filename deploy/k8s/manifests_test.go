@@ -23,8 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/ringcache/ringcache/internal/embedetcd"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -698,26 +697,7 @@ func startEtcd(t *testing.T, c *corev1.Container) (string, map[string]string) {
 	for kind, p := range probes(c) {
 		paths[kind] = p.HTTPGet.Path
 	}
-	cfg := embed.NewConfig()
-	cfg.Name = "k8s-test"
-	cfg.Dir = t.TempDir()
-	local, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*local}, []url.URL{*local}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*local}, []url.URL{*local}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	t.Cleanup(func() { once.Do(e.Close) })
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready after 30s")
-	}
-	return "http://" + e.Clients[0].Addr().String(), paths
+	return embedetcd.ForTest(t), paths
 }
 
 var (

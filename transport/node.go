@@ -85,7 +85,7 @@ type Node struct {
 	log    *slog.Logger
 	pool   *Pool
 	cache  *cache.Node
-	api    *Handler     // the public API alone, for FastServer's hits
+	api    *Handler     // the public API alone, for CachedHit
 	public http.Handler // the public API with /healthz and /readyz
 	peer   http.Handler
 	all    http.Handler
@@ -410,7 +410,7 @@ func (n *Node) Serve(ln net.Listener, h http.Handler) error {
 	return srv.Serve(ln)
 }
 
-// Server is what Node.Shutdown stops: an *http.Server or a *FastServer.
+// Server is what Node.Shutdown stops: an *http.Server or a *fast.Server.
 type Server interface {
 	Shutdown(context.Context) error
 	Close() error

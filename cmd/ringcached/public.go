@@ -21,6 +21,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/fast"
 )
 
 // validatePublic checks the daemon's own rules for the public API's access,
@@ -287,7 +288,7 @@ func (n *node) newServer(l served) (transport.Server, func(net.Listener) error, 
 		for _, g := range n.cfg.Groups {
 			maxBody = max(maxBody, cmp.Or(g.MaxValueBytes, cache.DefaultMaxValueBytes))
 		}
-		srv, err := n.tn.NewFastServer(transport.FastConfig{
+		srv, err := fast.New(n.tn, fast.Config{
 			Handler:           l.h,
 			ReadHeaderTimeout: p.ReadHeaderTimeout,
 			IdleTimeout:       p.IdleTimeout,

@@ -1,4 +1,4 @@
-package transport
+package transport_test
 
 import (
 	"bufio"
@@ -21,12 +21,14 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/fast"
 )
 
 // fastFront serves node's public API with a FastServer on a listener of its
 // own, and returns its base URL and the number of requests that reached the
 // http.Handler behind it (the slow path).
-func fastFront(t *testing.T, n *Node, cfg FastConfig) (base string, slow *atomic.Int64) {
+func fastFront(t *testing.T, n *transport.Node, cfg fast.Config) (base string, slow *atomic.Int64) {
 	t.Helper()
 	slow = new(atomic.Int64)
 	h := cmpHandler(cfg.Handler, n.PublicHandler())
@@ -34,11 +36,11 @@ func fastFront(t *testing.T, n *Node, cfg FastConfig) (base string, slow *atomic
 		slow.Add(1)
 		h.ServeHTTP(w, r)
 	})
-	srv, err := n.NewFastServer(cfg)
+	srv, err := fast.New(n, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := mustListen(t)
+	ln := transport.MustListen(t)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	t.Cleanup(func() {
@@ -68,13 +70,13 @@ func cmpHandler(h, def http.Handler) http.Handler {
 // reach the slow path, and everything else must.
 func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 	t.Parallel()
-	meta := metadataOrigin(time.Now().Add(time.Hour))
+	meta := transport.MetadataOrigin(time.Now().Add(time.Hour))
 	var staleMu sync.Mutex
 	staleLoads := map[string]int{}
 	hold := make(chan struct{})
-	nodes, _ := newCluster(t, 3, clusterOpts{
-		group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate, c.NotFoundTTL = time.Hour, time.Hour },
-		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+	nodes, _ := transport.NewTestCluster(t, 3, transport.TestOpts{
+		Group: func(c *cache.GroupConfig) { c.StaleWhileRevalidate, c.NotFoundTTL = time.Hour, time.Hour },
+		Origin: func(ctx context.Context, node, key string) (cache.Value, error) {
 			if v, ok := meta(key); ok {
 				return v, nil
 			}
@@ -96,27 +98,27 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 			case "missing":
 				return cache.Value{}, cache.ErrNotFound
 			}
-			return defaultOrigin(ctx, node, key)
+			return transport.DefaultOrigin(ctx, node, key)
 		},
 	})
 	t.Cleanup(func() { close(hold) }) // before the nodes shut down
-	c := testClient(t)
+	c := transport.TestClient(t)
 	var fronts [][2]front
 	for i, n := range nodes {
-		base, slow := fastFront(t, n.n, FastConfig{})
-		fronts = append(fronts, [2]front{{fmt.Sprintf("net/http %d", i), n.url, nil}, {fmt.Sprintf("fasthttp %d", i), base, slow}})
+		base, slow := fastFront(t, n.Node(), fast.Config{})
+		fronts = append(fronts, [2]front{{fmt.Sprintf("net/http %d", i), n.URL(), nil}, {fmt.Sprintf("fasthttp %d", i), base, slow}})
 	}
 
 	// Each key through every node: through its owner the main cache
 	// answers after the first GET, through the others the hot cache.
 	keys := []string{"plain", "typed", "volatile", "large", "edge", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
-		"~!$&'()*+,;=:@", strings.Repeat("k", DefaultMaxKeyBytes)}
+		"~!$&'()*+,;=:@", strings.Repeat("k", transport.DefaultMaxKeyBytes)}
 	for _, key := range keys {
 		cached := key != "volatile"
-		u := PublicPrefix + testGroup + "/" + escapeSegment(key)
+		u := transport.PublicPrefix + transport.TestGroup + "/" + transport.EscapeSegment(key)
 		if key == "stale" {
 			for _, f := range fronts {
-				mustDo(t, c, http.MethodGet, f[0].base+u, nil)
+				transport.MustDo(t, c, http.MethodGet, f[0].base+u, nil)
 			}
 			time.Sleep(100 * time.Millisecond) // past its expiry: served stale from now on
 		}
@@ -125,10 +127,10 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 			// served from the owner's main cache; a hot copy past its
 			// expiry is dropped and fetched again, and a not-found is not
 			// copied.
-			cached := cached && (key != "stale" && key != "missing" || nodes[i] == owner(t, nodes, key))
+			cached := cached && (key != "stale" && key != "missing" || nodes[i] == transport.Owner(t, nodes, key))
 			// The first GET through net/http fills the node's cache: both
 			// servers then answer from it.
-			mustDo(t, c, http.MethodGet, f[0].base+u, nil)
+			transport.MustDo(t, c, http.MethodGet, f[0].base+u, nil)
 			for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodGet} {
 				for _, q := range []string{"", "?q=1"} {
 					before := f[1].slow.Load()
@@ -155,7 +157,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 		{method: http.MethodGet, path: "/cache/g/a/../b"},
 		{method: http.MethodGet, path: "/cache/g/%zz", noHandler: true},
 		{method: http.MethodGet, path: "/cache/nosuch/k"},
-		{method: http.MethodGet, path: "/cache/g/" + strings.Repeat("k", DefaultMaxKeyBytes+1)},
+		{method: http.MethodGet, path: "/cache/g/" + strings.Repeat("k", transport.DefaultMaxKeyBytes+1)},
 		{method: http.MethodGet, path: "/cache/g/"},
 		{method: http.MethodGet, path: "/cache/"},
 		{method: http.MethodGet, path: "/cache"},
@@ -173,7 +175,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 			body = func() io.Reader { return strings.NewReader(tc.body) }
 		}
 		if tc.method == http.MethodGet {
-			mustDo(t, c, tc.method, n[0].base+tc.path, nil) // as above
+			transport.MustDo(t, c, tc.method, n[0].base+tc.path, nil) // as above
 		}
 		before := n[1].slow.Load()
 		same(t, c, tc.method, tc.path, body, n[0], n[1], tc.hdr...)
@@ -198,25 +200,25 @@ type front struct {
 // by the second that passed between them).
 func same(t *testing.T, c *http.Client, method, path string, body func() io.Reader, a, b front, hdr ...string) {
 	t.Helper()
-	var rs [2]response
+	var rs [2]transport.TestResponse
 	for i, to := range []string{a.base, b.base} {
 		var r io.Reader
 		if body != nil {
 			r = body()
 		}
-		rs[i] = mustDo(t, c, method, to+path, r, hdr...)
+		rs[i] = transport.MustDo(t, c, method, to+path, r, hdr...)
 	}
-	if rs[0].status != rs[1].status || rs[0].body != rs[1].body {
-		t.Errorf("%s %q: %s: %d %q; %s: %d %q", method, path, a.name, rs[0].status, rs[0].body, b.name, rs[1].status, rs[1].body)
+	if rs[0].Status() != rs[1].Status() || rs[0].Body() != rs[1].Body() {
+		t.Errorf("%s %q: %s: %d %q; %s: %d %q", method, path, a.name, rs[0].Status(), rs[0].Body(), b.name, rs[1].Status(), rs[1].Body())
 	}
-	for _, h := range []http.Header{rs[0].header, rs[1].header} {
+	for _, h := range []http.Header{rs[0].Header(), rs[1].Header()} {
 		h.Del("Date")
 	}
-	for k := range mergeKeys(rs[0].header, rs[1].header) {
-		va, vb := rs[0].header.Get(k), rs[1].header.Get(k)
+	for k := range mergeKeys(rs[0].Header(), rs[1].Header()) {
+		va, vb := rs[0].Header().Get(k), rs[1].Header().Get(k)
 		// A length one side leaves to the connection's close is no
 		// difference to the client.
-		length := k == "Content-Length" && (va == "" || vb == "") && cmp.Or(va, vb) == strconv.Itoa(len(rs[0].body))
+		length := k == "Content-Length" && (va == "" || vb == "") && cmp.Or(va, vb) == strconv.Itoa(len(rs[0].Body()))
 		if va == vb || length || k == "Cache-Control" && maxAgeClose(va, vb) {
 			continue
 		}
@@ -249,16 +251,16 @@ func maxAgeClose(a, b string) bool {
 func TestFastServerTokens(t *testing.T) {
 	t.Parallel()
 	const read, write = "read-token-0123456789", "write-token-0123456789"
-	auth, err := NewAuth(AuthConfig{ReadTokens: []string{read}, WriteTokens: []string{write}})
+	auth, err := transport.NewAuth(transport.AuthConfig{ReadTokens: []string{read}, WriteTokens: []string{write}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, _ := newCluster(t, 1, clusterOpts{handler: func(_ int, c *HandlerConfig) { c.Auth = auth }})
-	base, slow := fastFront(t, nodes[0].n, FastConfig{})
-	net := front{"net/http", nodes[0].url, nil}
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{Handler: func(_ int, c *transport.HandlerConfig) { c.Auth = auth }})
+	base, slow := fastFront(t, nodes[0].Node(), fast.Config{})
+	net := front{"net/http", nodes[0].URL(), nil}
 	fast := front{"fasthttp", base, slow}
-	c := testClient(t)
-	mustDo(t, c, http.MethodGet, net.base+"/cache/g/k", nil, "Authorization", "Bearer "+read) // now cached
+	c := transport.TestClient(t)
+	transport.MustDo(t, c, http.MethodGet, net.base+"/cache/g/k", nil, "Authorization", "Bearer "+read) // now cached
 	for _, tc := range []struct {
 		authorization string
 		served        bool
@@ -276,11 +278,11 @@ func TestFastServerTokens(t *testing.T) {
 		for _, method := range []string{http.MethodGet, http.MethodHead} {
 			before := slow.Load()
 			same(t, c, method, "/cache/g/k", nil, net, fast, hdr...)
-			r := mustDo(t, c, method, fast.base+"/cache/g/k", nil, hdr...)
-			if want := map[bool]int{true: http.StatusOK, false: http.StatusUnauthorized}[tc.served]; r.status != want {
-				t.Errorf("%s with %q: %d, want %d", method, tc.authorization, r.status, want)
+			r := transport.MustDo(t, c, method, fast.base+"/cache/g/k", nil, hdr...)
+			if want := map[bool]int{true: http.StatusOK, false: http.StatusUnauthorized}[tc.served]; r.Status() != want {
+				t.Errorf("%s with %q: %d, want %d", method, tc.authorization, r.Status(), want)
 			}
-			if !tc.served && r.header.Get("WWW-Authenticate") == "" {
+			if !tc.served && r.Header().Get("WWW-Authenticate") == "" {
 				t.Errorf("%s with %q: a 401 without a challenge", method, tc.authorization)
 			}
 			if reached := slow.Load() > before; reached == tc.served {
@@ -295,9 +297,9 @@ func TestFastServerTokens(t *testing.T) {
 // serving.
 func TestFastServerLimits(t *testing.T) {
 	t.Parallel()
-	nodes, _ := newCluster(t, 1, clusterOpts{})
-	base, _ := fastFront(t, nodes[0].n, FastConfig{ReadHeaderTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4096, MaxBodyBytes: 1000})
-	limit := 1000 + bodyMargin
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{})
+	base, _ := fastFront(t, nodes[0].Node(), fast.Config{ReadHeaderTimeout: 300 * time.Millisecond, MaxHeaderBytes: 4096, MaxBodyBytes: 1000})
+	limit := 1000 + 256<<10 /* fast.Config.MaxBodyBytes' margin */
 	addr := strings.TrimPrefix(base, "http://")
 
 	conn, err := net.Dial("tcp", addr)
@@ -313,49 +315,49 @@ func TestFastServerLimits(t *testing.T) {
 		t.Errorf("slow headers: connection ended after %v with %v, want closed near 300ms", took, err)
 	}
 
-	c := testClient(t)
-	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil, "X-Big", strings.Repeat("b", 8000)); r.status != http.StatusRequestHeaderFieldsTooLarge {
-		t.Errorf("8 KB header: %d %q, want 431", r.status, r.body)
+	c := transport.TestClient(t)
+	if r := transport.MustDo(t, c, http.MethodGet, base+"/cache/g/k", nil, "X-Big", strings.Repeat("b", 8000)); r.Status() != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("8 KB header: %d %q, want 431", r.Status(), r.Body())
 	}
 	// The server answers 413 as soon as it has read its bound, and closes
 	// the connection: a client still writing the rest may see the close
 	// as a reset, which can discard the answer before it is read. Either
 	// is a refusal; the GET below checks that nothing was stored.
-	r, err := do(t, c, http.MethodPut, base+"/cache/g/k", strings.NewReader(strings.Repeat("v", limit+1)))
+	r, err := transport.Do(t, c, http.MethodPut, base+"/cache/g/k", strings.NewReader(strings.Repeat("v", limit+1)))
 	switch {
 	case err != nil && errors.Is(err, syscall.ECONNRESET):
 	case err != nil:
 		t.Errorf("a body over the server's bound: %v, want 413 or a reset", err)
-	case r.status != http.StatusRequestEntityTooLarge:
-		t.Errorf("a body over the server's bound: %d %q, want 413", r.status, r.body)
+	case r.Status() != http.StatusRequestEntityTooLarge:
+		t.Errorf("a body over the server's bound: %d %q, want 413", r.Status(), r.Body())
 	}
-	if r := mustDo(t, c, http.MethodGet, base+"/cache/g/k", nil); r.status != http.StatusOK || r.body != string(valueOf("k")) {
-		t.Errorf("after the refusals: %d %q", r.status, r.body)
+	if r := transport.MustDo(t, c, http.MethodGet, base+"/cache/g/k", nil); r.Status() != http.StatusOK || r.Body() != string(valueOf("k")) {
+		t.Errorf("after the refusals: %d %q", r.Status(), r.Body())
 	}
 }
 
-// TestFastServerShutdownWaits: Node.Shutdown stops a FastServer added to it
+// TestFastServerShutdownWaits: transport.Node.Shutdown stops a FastServer added to it
 // only after the request in flight (a slow origin load) is answered.
 func TestFastServerShutdownWaits(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
-	nodes, _ := newCluster(t, 1, clusterOpts{origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{Origin: func(ctx context.Context, node, key string) (cache.Value, error) {
 		if key == "slow" {
 			started <- struct{}{}
 			<-release
 		}
-		return defaultOrigin(ctx, node, key)
+		return transport.DefaultOrigin(ctx, node, key)
 	}})
-	n := nodes[0].n
-	srv, err := n.NewFastServer(FastConfig{Handler: n.PublicHandler()})
+	n := nodes[0].Node()
+	srv, err := fast.New(n, fast.Config{Handler: n.PublicHandler()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := n.AddServer(srv); err != nil {
 		t.Fatal(err)
 	}
-	ln := mustListen(t)
+	ln := transport.MustListen(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -410,22 +412,22 @@ func TestFastServerOwnsRequestStrings(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var asked []string
-	nodes, _ := newCluster(t, 1, clusterOpts{origin: func(ctx context.Context, node, key string) (cache.Value, error) {
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{Origin: func(ctx context.Context, node, key string) (cache.Value, error) {
 		mu.Lock()
 		asked = append(asked, key)
 		mu.Unlock()
-		return defaultOrigin(ctx, node, key)
+		return transport.DefaultOrigin(ctx, node, key)
 	}})
-	base, _ := fastFront(t, nodes[0].n, FastConfig{})
-	c := testClient(t)
+	base, _ := fastFront(t, nodes[0].Node(), fast.Config{})
+	c := transport.TestClient(t)
 	var want []string
 	for i := range 200 {
 		key := fmt.Sprintf("key-%d", i)
 		want = append(want, key)
 		// A content type on the request too: header values alias the
 		// same buffers.
-		if r := mustDo(t, c, http.MethodGet, base+"/cache/g/"+key, nil, "Accept", "text/"+key); r.status != http.StatusOK || r.body != string(valueOf(key)) {
-			t.Fatalf("GET %s: %d %q", key, r.status, r.body)
+		if r := transport.MustDo(t, c, http.MethodGet, base+"/cache/g/"+key, nil, "Accept", "text/"+key); r.Status() != http.StatusOK || r.Body() != string(valueOf(key)) {
+			t.Fatalf("GET %s: %d %q", key, r.Status(), r.Body())
 		}
 	}
 	mu.Lock()
@@ -437,20 +439,20 @@ func TestFastServerOwnsRequestStrings(t *testing.T) {
 	}
 }
 
-// TestNewFastServerRefuses: a FastConfig without a handler, or with a
-// negative bound, is an ErrConfig.
+// TestNewFastServerRefuses: a fast.Config without a handler, or with a
+// negative bound, is an transport.ErrConfig.
 func TestNewFastServerRefuses(t *testing.T) {
 	t.Parallel()
-	nodes, _ := newCluster(t, 1, clusterOpts{})
-	h := nodes[0].n.PublicHandler()
-	for _, cfg := range []FastConfig{
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{})
+	h := nodes[0].Node().PublicHandler()
+	for _, cfg := range []fast.Config{
 		{},
 		{Handler: h, MaxHeaderBytes: -1},
 		{Handler: h, MaxBodyBytes: -1},
 		{Handler: h, IdleTimeout: -time.Second},
 		{Handler: h, ReadHeaderTimeout: -time.Second},
 	} {
-		if _, err := nodes[0].n.NewFastServer(cfg); !errors.Is(err, ErrConfig) {
+		if _, err := fast.New(nodes[0].Node(), cfg); !errors.Is(err, transport.ErrConfig) {
 			t.Errorf("NewFastServer(%+v) = %v, want ErrConfig", cfg, err)
 		}
 	}
@@ -462,10 +464,11 @@ func TestNewFastServerRefuses(t *testing.T) {
 // handler, which no constructor builds.
 func TestFastServerRecovers(t *testing.T) {
 	t.Parallel()
-	nodes, _ := newCluster(t, 1, clusterOpts{})
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{})
 	var logs strings.Builder
 	var mu sync.Mutex
-	srv, err := nodes[0].n.NewFastServer(FastConfig{Handler: nodes[0].n.PublicHandler(),
+	// A Node of no constructor: no api, so the fast path dereferences nil.
+	srv, err := fast.New(&transport.Node{}, fast.Config{Handler: nodes[0].Node().PublicHandler(),
 		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -474,12 +477,11 @@ func TestFastServerRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.node = &Node{} // no api: the fast path dereferences nil
 	var req fasthttp.Request
-	req.SetRequestURI(PublicPrefix + testGroup + "/k")
+	req.SetRequestURI(transport.PublicPrefix + transport.TestGroup + "/k")
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
-	srv.serve(&ctx)
+	srv.ServeFastHTTP(&ctx)
 	if code := ctx.Response.StatusCode(); code != http.StatusInternalServerError || !ctx.Response.ConnectionClose() {
 		t.Errorf("after a panic: status %d, connection close %v; want 500 and close", code, ctx.Response.ConnectionClose())
 	}
@@ -500,12 +502,12 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 // still sending, as fasthttp does past its own bound.
 func TestFastServerRefusesLargeBodyAnswered(t *testing.T) {
 	t.Parallel()
-	nodes, _ := newCluster(t, 1, clusterOpts{})
-	base, _ := fastFront(t, nodes[0].n, FastConfig{}) // MaxBodyBytes: the default MaxValueBytes
-	c := testClient(t)
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{})
+	base, _ := fastFront(t, nodes[0].Node(), fast.Config{}) // MaxBodyBytes: the default MaxValueBytes
+	c := transport.TestClient(t)
 	body := io.MultiReader(strings.NewReader(strings.Repeat("v", cache.DefaultMaxValueBytes+1))) // no length: chunked
-	r, err := do(t, c, http.MethodPut, base+"/cache/g/big", body)
-	if err != nil || r.status != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a chunked PUT of MaxValueBytes+1: %d %q %v, want 413", r.status, r.body, err)
+	r, err := transport.Do(t, c, http.MethodPut, base+"/cache/g/big", body)
+	if err != nil || r.Status() != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a chunked PUT of MaxValueBytes+1: %d %q %v, want 413", r.Status(), r.Body(), err)
 	}
 }

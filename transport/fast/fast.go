@@ -1,4 +1,9 @@
-package transport
+// Package fast serves a transport.Node's public API with
+// github.com/valyala/fasthttp: a daemon that wants its CPU savings imports
+// it; an embedder that does not never compiles fasthttp. Its tests are in
+// transport's directory (package transport_test), beside the cluster
+// helpers they share with transport's own.
+package fast
 
 import (
 	"cmp"
@@ -19,10 +24,11 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport"
 )
 
-// FastConfig configures a FastServer. Zero durations take NewServer's.
-type FastConfig struct {
+// Config configures a Server. Zero durations take NewServer's.
+type Config struct {
 	// Handler serves every request that the fast path leaves: the node's
 	// PublicHandler, or a handler that sends the public API to it (and
 	// serves other routes, such as the operator's, itself). Required.
@@ -48,15 +54,15 @@ type FastConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultFastMaxHeaderBytes is FastConfig.MaxHeaderBytes' default.
-const DefaultFastMaxHeaderBytes = 16 << 10
+// DefaultMaxHeaderBytes is Config.MaxHeaderBytes' default.
+const DefaultMaxHeaderBytes = 16 << 10
 
-// bodyMargin is how far past FastConfig.MaxBodyBytes a body is still read:
+// bodyMargin is how far past Config.MaxBodyBytes a body is still read:
 // net/http's server reads that much of a body its handler refused before
 // it closes the connection, so that the client reads the refusal.
 const bodyMargin = 256 << 10
 
-// FastServer serves a node's public API over HTTP/1.1 with
+// Server serves a node's public API over HTTP/1.1 with
 // github.com/valyala/fasthttp, which spends less CPU per request than
 // net/http's server: no goroutine hand-off to watch the connection, no
 // header map per request. A GET or HEAD of a value (or a remembered
@@ -65,39 +71,39 @@ const bodyMargin = 256 << 10
 // send, after the same token check. Every other request — writes, misses,
 // errors, conditional requests, paths that need cleaning or unescaping,
 // reads refused for their token, and every route outside /cache/ — goes
-// to FastConfig.Handler through fasthttpadaptor, which runs it as net/http
+// to Config.Handler through fasthttpadaptor, which runs it as net/http
 // would, its body read whole first. It serves plain HTTP/1.1 only: a TLS
 // listener (for HTTP/2) stays on net/http (NewServer).
-type FastServer struct {
-	node   *Node
+type Server struct {
+	node   *transport.Node
 	log    *slog.Logger
 	slow   fasthttp.RequestHandler
 	srv    fasthttp.Server
 	closed atomic.Bool
 }
 
-// NewFastServer returns a FastServer of the node's public API. Add it to
-// the node (AddServer) for Shutdown to stop it.
-func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
+// New returns a Server of n's public API. Add it to the node
+// (Node.AddServer) for Shutdown to stop it.
+func New(n *transport.Node, cfg Config) (*Server, error) {
 	if cfg.Handler == nil {
-		return nil, fmt.Errorf("%w: FastConfig.Handler is nil", ErrConfig)
+		return nil, fmt.Errorf("%w: Config.Handler is nil", transport.ErrConfig)
 	}
 	if cfg.MaxHeaderBytes < 0 || cfg.MaxBodyBytes < 0 {
-		return nil, fmt.Errorf("%w: FastConfig.MaxHeaderBytes %d or MaxBodyBytes %d < 0", ErrConfig, cfg.MaxHeaderBytes, cfg.MaxBodyBytes)
+		return nil, fmt.Errorf("%w: Config.MaxHeaderBytes %d or MaxBodyBytes %d < 0", transport.ErrConfig, cfg.MaxHeaderBytes, cfg.MaxBodyBytes)
 	}
 	if min(cfg.ReadHeaderTimeout, cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout) < 0 {
-		return nil, fmt.Errorf("%w: FastConfig has a negative timeout", ErrConfig)
+		return nil, fmt.Errorf("%w: Config has a negative timeout", transport.ErrConfig)
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	readTimeout := cmp.Or(cfg.ReadTimeout, ServerReadTimeout)
+	readTimeout := cmp.Or(cfg.ReadTimeout, transport.ServerReadTimeout)
 	h := cfg.Handler
 	slow := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, ownRequest(r))
 	}))
-	s := &FastServer{node: n, log: log, slow: func(ctx *fasthttp.RequestCtx) {
+	s := &Server{node: n, log: log, slow: func(ctx *fasthttp.RequestCtx) {
 		// The adaptor answers a target net/url refuses with a 500; net/http
 		// answers 400 before any handler runs.
 		if _, err := url.ParseRequestURI(string(ctx.RequestURI())); err != nil {
@@ -107,19 +113,19 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 		slow(ctx)
 	}}
 	s.srv = fasthttp.Server{
-		Handler: s.serve,
+		Handler: s.ServeFastHTTP,
 		// fasthttp's ReadTimeout runs from a request's first byte; once
 		// the headers are in, a body gets ReadTimeout of its own.
-		ReadTimeout: cmp.Or(cfg.ReadHeaderTimeout, ServerReadHeaderTimeout),
+		ReadTimeout: cmp.Or(cfg.ReadHeaderTimeout, transport.ServerReadHeaderTimeout),
 		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 			if h.ContentLength() == 0 {
 				return fasthttp.RequestConfig{}
 			}
 			return fasthttp.RequestConfig{ReadTimeout: readTimeout}
 		},
-		WriteTimeout:          cmp.Or(cfg.WriteTimeout, ServerWriteTimeout),
-		IdleTimeout:           cmp.Or(cfg.IdleTimeout, ServerIdleTimeout),
-		ReadBufferSize:        cmp.Or(cfg.MaxHeaderBytes, DefaultFastMaxHeaderBytes),
+		WriteTimeout:          cmp.Or(cfg.WriteTimeout, transport.ServerWriteTimeout),
+		IdleTimeout:           cmp.Or(cfg.IdleTimeout, transport.ServerIdleTimeout),
+		ReadBufferSize:        cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		MaxRequestBodySize:    cmp.Or(cfg.MaxBodyBytes, cache.DefaultMaxValueBytes) + bodyMargin,
 		NoDefaultServerHeader: true,
 		LazyRequestTime:       true, // nothing reads RequestCtx.Time: no clock read for it per request
@@ -134,7 +140,7 @@ func (n *Node) NewFastServer(cfg FastConfig) (*FastServer, error) {
 
 // Serve serves ln until Shutdown, and then returns http.ErrServerClosed, as
 // http.Server.Serve does.
-func (s *FastServer) Serve(ln net.Listener) error {
+func (s *Server) Serve(ln net.Listener) error {
 	err := s.srv.Serve(ln)
 	if s.closed.Load() {
 		return http.ErrServerClosed
@@ -144,14 +150,14 @@ func (s *FastServer) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections, closes the idle ones and waits for
 // the requests in flight, within ctx.
-func (s *FastServer) Shutdown(ctx context.Context) error {
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.closed.Store(true)
 	return s.srv.ShutdownWithContext(ctx)
 }
 
 // Close stops accepting connections and closes the idle ones without
 // waiting; a connection busy with a request is closed when it ends.
-func (s *FastServer) Close() error {
+func (s *Server) Close() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := s.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -196,15 +202,17 @@ func ownRequest(r *http.Request) *http.Request {
 	return c
 }
 
-func (s *FastServer) serve(ctx *fasthttp.RequestCtx) {
-	s.node.requests.Add()
-	defer s.node.requests.Done()
+// ServeFastHTTP serves one request: a fasthttp.RequestHandler, for a
+// fasthttp server of the caller's own.
+func (s *Server) ServeFastHTTP(ctx *fasthttp.RequestCtx) {
+	s.node.BeginRequest()
+	defer s.node.EndRequest()
 	// fasthttp lets a handler's panic end the process; net/http logs it and
 	// closes the connection, and so does this. (The slow path's handler
 	// runs under the adaptor's recover, which answers 500.)
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("transport: fast server: handler panicked", "panic", r, "stack", string(debug.Stack()))
+			s.log.Error("fast server: handler panicked", "panic", r, "stack", string(debug.Stack()))
 			ctx.Error(http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 			ctx.SetConnectionClose()
 		}
@@ -214,72 +222,52 @@ func (s *FastServer) serve(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// hit answers a GET or HEAD of a cached value, as Handler.writeValue
-// would, and reports whether it did. It leaves every other request to the
-// slow path untouched.
-func (s *FastServer) hit(ctx *fasthttp.RequestCtx) bool {
+// hit answers a GET or HEAD of a cached value, as the node's Handler
+// would (transport.Node.CachedHit), and reports whether it did. It leaves
+// every other request to the slow path untouched.
+func (s *Server) hit(ctx *fasthttp.RequestCtx) bool {
 	head := ctx.IsHead()
 	if !head && !ctx.IsGet() {
 		return false
 	}
 	rh := &ctx.Request.Header
-	api := s.node.api
 	if len(rh.Peek("If-None-Match")) > 0 {
 		return false
 	}
-	// A read that needs a token and lacks a valid one goes the slow way,
-	// which answers 401 with its challenge. Open reads skip the header's
-	// lookup, which costs a hit a measurable share.
-	if !api.cfg.Auth.readsOpen() && api.cfg.Auth.checkRead(string(rh.Peek("Authorization"))) != nil {
-		return false
-	}
-	p := plainPath(rh.RequestURI())
-	if p == nil {
-		return false
-	}
-	group, key, ok := routePath(string(p))
-	if !ok || checkKey(key, api.cfg.MaxKeyBytes) != nil {
-		return false
-	}
-	g, ok := api.node.Group(group)
+	var buf [80]byte
+	h, body, ok := s.node.CachedHit(rh.RequestURI(), func() string { return string(rh.Peek("Authorization")) }, buf[:0])
 	if !ok {
 		return false
 	}
-	v, ok, err := g.GetCached(key)
-	if !ok {
-		return false
-	}
-	if err != nil { // a remembered not-found, counted already
-		fastStatus(ctx, err)
+	wh := &ctx.Response.Header
+	if h.Status != http.StatusOK { // a remembered not-found
+		ctx.Response.Reset()
+		ctx.SetStatusCode(h.Status)
+		ctx.Response.Header.SetContentTypeBytes(hdrTextPlain)
+		wh.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
+		ctx.SetBody(body)
 		return true
 	}
-
-	var buf [80]byte
-	b, tagEnd, lenEnd, expires := api.appendHead(buf[:0], v)
-	wh := &ctx.Response.Header
-	wh.SetCanonical(hdrNameETag, b[:tagEnd])
-	switch {
-	case v.NoStore:
-		wh.SetCanonical(hdrNameCacheControl, hdrNoStoreValue)
-	case v.Stale:
-		wh.SetCanonical(hdrNameCacheControl, hdrMaxAgeZero)
-		wh.SetCanonical(hdrNameAge, strconv.AppendInt(b[len(b):], int64(v.Age/time.Second), 10))
-	case expires:
-		wh.SetCanonical(hdrNameCacheControl, b[lenEnd:])
+	wh.SetCanonical(hdrNameETag, h.ETag)
+	if h.CacheControl != nil {
+		wh.SetCanonical(hdrNameCacheControl, h.CacheControl)
 	}
-	if v.ContentType == "" {
+	if h.Age != nil {
+		wh.SetCanonical(hdrNameAge, h.Age)
+	}
+	if h.ContentType == "" {
 		wh.SetContentTypeBytes(hdrOctetStream)
 	} else {
-		wh.SetContentType(v.ContentType)
+		wh.SetContentType(h.ContentType)
 	}
 	wh.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
 	if head {
 		ctx.Response.SkipBody = true
-		wh.SetContentLength(len(v.Data))
+		wh.SetContentLength(len(body))
 		return true
 	}
 	// The body is the cache's own bytes, never written again.
-	ctx.Response.SetBodyRaw(v.Data)
+	ctx.Response.SetBodyRaw(body)
 	return true
 }
 
@@ -290,47 +278,10 @@ var (
 	hdrNameCacheControl = []byte("Cache-Control")
 	hdrNameAge          = []byte("Age")
 	hdrNameNoSniff      = []byte("X-Content-Type-Options")
-	hdrNoSniffValue     = []byte(noSniff[0])
-	hdrNoStoreValue     = []byte(noStore[0])
-	hdrMaxAgeZero       = []byte(maxAgeZero[0])
-	hdrOctetStream      = []byte(octetStream[0])
+	hdrNoSniffValue     = []byte("nosniff")
+	hdrOctetStream      = []byte("application/octet-stream")
 	hdrTextPlain        = []byte("text/plain; charset=utf-8") // http.Error's
 )
-
-// plainPath returns the path of a request target when it is in origin form
-// and holds only bytes that net/url leaves as they are, so that it is the
-// URL's EscapedPath, as Handler routes it: letters, digits, "-._~", the
-// sub-delimiters, ":", "@", "/" and well-formed percent escapes. Otherwise it
-// returns nil and the request goes the slow way, through net/url.
-func plainPath(uri []byte) []byte {
-	if len(uri) == 0 || uri[0] != '/' {
-		return nil
-	}
-	for i := 0; i < len(uri); i++ {
-		c := uri[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '?':
-			return uri[:i]
-		case c == '%':
-			if i+2 >= len(uri) || !isHex(uri[i+1]) || !isHex(uri[i+2]) {
-				return nil
-			}
-			i += 2
-		default:
-			switch c {
-			case '-', '.', '_', '~', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':', '@', '/':
-			default:
-				return nil
-			}
-		}
-	}
-	return uri
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
 
 // fastError answers a request fasthttp could not read, as net/http's server
 // would: a status and its text.
@@ -350,18 +301,6 @@ func fastError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetConnectionClose()
 }
 
-// fastStatus answers err, a remembered not-found (the one error
-// GetCached returns), as writeError does on net/http: its status, and its
-// short text with http.Error's headers.
-func fastStatus(ctx *fasthttp.RequestCtx, err error) {
-	code := StatusOf(err)
-	ctx.Response.Reset()
-	ctx.SetStatusCode(code)
-	ctx.Response.Header.SetContentTypeBytes(hdrTextPlain)
-	ctx.Response.Header.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
-	ctx.SetBodyString(errorText(err, code) + "\n")
-}
-
 // fastLogger is fasthttp's logger on slog, at debug: what fasthttp logs is
 // a connection that sent no valid request, which a client chooses to do
 // (and could flood the logs with), as net/http's server does not log.
@@ -369,6 +308,6 @@ type fastLogger struct{ log *slog.Logger }
 
 func (l fastLogger) Printf(format string, args ...any) {
 	if l.log.Enabled(context.Background(), slog.LevelDebug) {
-		l.log.Debug("transport: fast server: " + fmt.Sprintf(format, args...))
+		l.log.Debug("fast server: " + fmt.Sprintf(format, args...))
 	}
 }

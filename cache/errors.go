@@ -53,23 +53,40 @@ var (
 	ErrOverloaded = errors.New("cache: origin overloaded")
 )
 
-// A ConfigError reports the field of a GroupConfig that Validate refused,
+// A ConfigError reports the field of a config that its Validate refused,
 // so that a program that fills the config from its own settings (a daemon's
-// group descriptions) can name the setting at fault. It matches ErrConfig.
+// flags, its group descriptions) can name the setting at fault. It is the
+// one config error of ringcache's packages (transport.ConfigError and
+// peers.ConfigError are this type), and it matches its package's
+// ErrConfig.
 type ConfigError struct {
-	// Group is the group's name, empty if that is what is missing.
+	// Err is the ErrConfig of the package whose config it is; nil for a
+	// GroupConfig (this package's).
+	Err error
+	// Group is the group's name, for a GroupConfig; empty if that is what
+	// is missing.
 	Group string
-	// Field is the field as Go spells it: "TTL", "HotBytes".
+	// Field is the field as Go spells it: "TTL", "HotBytes", "Replicas".
 	Field string
 	// Reason is the field's value and what a valid one is: "-1s: must not
 	// be negative".
 	Reason string
 }
 
-// Error returns "cache: invalid config: group "Group": Field: Reason".
+// Error returns "cache: invalid config: group "Group": Field: Reason" for
+// a GroupConfig, and "<package>: invalid config: Field: Reason" for
+// another.
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: group %q: %s: %s", ErrConfig, e.Group, e.Field, e.Reason)
+	if e.Err == nil {
+		return fmt.Sprintf("%v: group %q: %s: %s", ErrConfig, e.Group, e.Field, e.Reason)
+	}
+	return fmt.Sprintf("%v: %s: %s", e.Err, e.Field, e.Reason)
 }
 
-// Unwrap returns ErrConfig.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+// Unwrap returns Err, or ErrConfig for a GroupConfig.
+func (e *ConfigError) Unwrap() error {
+	if e.Err == nil {
+		return ErrConfig
+	}
+	return e.Err
+}

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport"
 )
 
 func TestConfigDefaults(t *testing.T) {
@@ -122,5 +125,40 @@ func TestStaticReturnsSetterError(t *testing.T) {
 	got, err := Static(refusingSetter{refused}, "http://a:1", "http://b:2")
 	if !errors.Is(err, refused) || got != nil {
 		t.Fatalf("Static = %v, %v; want nil and the Setter's error", got, err)
+	}
+}
+
+// TestOneConfigErrorType: every package's config error is a
+// *cache.ConfigError that names its field and matches its own package's
+// ErrConfig, not another's, and says which package refused it.
+func TestOneConfigErrorType(t *testing.T) {
+	t.Parallel()
+	_, terr := transport.NewPool(transport.Config{Self: "http://127.0.0.1:1", Replicas: -1})
+	perr := Config{}.Validate()
+	_, cerr := cache.New(cache.Config{}).NewGroup(cache.GroupConfig{Name: "g", MaxBytes: 1 << 20, TTL: -1, Getter: cache.GetterFunc(func(context.Context, string) (cache.Value, error) { return cache.Value{}, nil })})
+	for _, tt := range []struct {
+		err         error
+		is, isNot   []error
+		field, text string
+	}{
+		{terr, []error{transport.ErrConfig}, []error{ErrConfig, cache.ErrConfig}, "Replicas", "transport: invalid config: Replicas: "},
+		{perr, []error{ErrConfig}, []error{transport.ErrConfig, cache.ErrConfig}, "Endpoints", "peers: invalid config: Endpoints: "},
+		{cerr, []error{cache.ErrConfig}, []error{ErrConfig, transport.ErrConfig}, "TTL", `cache: invalid config: group "g": TTL: `},
+	} {
+		ce, ok := errors.AsType[*cache.ConfigError](tt.err)
+		if !ok || ce.Field != tt.field || !strings.HasPrefix(tt.err.Error(), tt.text) {
+			t.Errorf("%v: want a *cache.ConfigError for %s saying %q", tt.err, tt.field, tt.text)
+			continue
+		}
+		for _, e := range tt.is {
+			if !errors.Is(tt.err, e) {
+				t.Errorf("%v does not match %v", tt.err, e)
+			}
+		}
+		for _, e := range tt.isNot {
+			if errors.Is(tt.err, e) {
+				t.Errorf("%v matches %v", tt.err, e)
+			}
+		}
 	}
 }

@@ -360,7 +360,7 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		start = end
 	}
 	if len(pending) > 0 {
-		h.streamLoads(w, r, pv, keys, pending, MaxBatchBytes-size)
+		h.streamLoads(w, r, pv, keys, readCallers(r.Header.Get(hdrCallers), len(keys)), pending, MaxBatchBytes-size)
 	}
 }
 
@@ -383,9 +383,10 @@ type coalescer struct {
 // batch is one request's keys and their answers: res[i] is set before
 // ready[i] is closed.
 type batch struct {
-	keys  []string
-	res   []batchResult
-	ready []chan struct{}
+	keys    []string
+	callers []string // each key's cache.CallerOf
+	res     []batchResult
+	ready   []chan struct{}
 }
 
 // coalescer returns the peer's coalescer of group, or nil when fetches to
@@ -417,6 +418,7 @@ func (c *coalescer) fetch(ctx context.Context, key string) (v cache.Value, err e
 	}
 	i := len(b.keys)
 	b.keys = append(b.keys, key)
+	b.callers = append(b.callers, cache.CallerOf(ctx))
 	ready := make(chan struct{})
 	b.ready = append(b.ready, ready)
 	var send *batch
@@ -485,7 +487,12 @@ func (pe *peer) sendBatch(group string, b *batch, late func()) {
 	// peer falls silent (PeerTimeout; a loading owner beats meanwhile).
 	err := pe.do(context.Background(), peerRequest{op: "batch", method: http.MethodPost,
 		path: pe.pool.cfg.BasePath + batchRoute + escapeSegment(group), body: appendKeys(nil, b.keys), lease: true, stream: true,
-		header: func(h http.Header) { h[hdrLoadMisses] = loadMissesYes },
+		header: func(h http.Header) {
+			h[hdrLoadMisses] = loadMissesYes
+			if c := appendCallers(nil, b.callers); c != nil {
+				h[hdrCallers] = []string{string(c)}
+			}
+		},
 		read: func(res *http.Response) error {
 			if res.Header.Get("Content-Type") != batchType {
 				return fmt.Errorf("%w: content type %q", errBatchAnswer, res.Header.Get("Content-Type"))

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -667,4 +668,28 @@ func TestCoalescedCopiesUnderAPausedHolder(t *testing.T) {
 // it in two parts (appendValueHead, then the value's bytes).
 func appendValueFrame(b []byte, i int, v cache.Value) []byte {
 	return append(appendValueHead(b, i, v), v.Data...)
+}
+
+// TestCallersHeader: the callers of a batch's keys survive hdrCallers, a
+// run of one caller is sent once, none named is no header, and a header
+// that names more callers than keys is ignored.
+func TestCallersHeader(t *testing.T) {
+	t.Parallel()
+	callers := []string{"", "10.0.0.1", "10.0.0.1", "tenant,a b", "10.0.0.1", "10.0.0.1"}
+	h := string(appendCallers(nil, callers))
+	if h != ",10.0.0.1,,tenant%2Ca+b,10.0.0.1," {
+		t.Errorf("header %q", h)
+	}
+	if got := readCallers(h, len(callers)); !slices.Equal(got, callers) {
+		t.Errorf("read back %q, want %q", got, callers)
+	}
+	if appendCallers(nil, []string{"", ""}) != nil {
+		t.Error("a header for keys without callers")
+	}
+	if readCallers(h, 3) != nil {
+		t.Error("a header naming more callers than keys was read")
+	}
+	if got := readCallers("a", 2); !slices.Equal(got, []string{"a", ""}) {
+		t.Errorf("a cut header read as %q", got)
+	}
 }

@@ -3,6 +3,8 @@ package transport
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ringcache/ringcache/cache"
 )
 
 // Errors returned by the transport. The peer client's failures are
@@ -101,26 +103,13 @@ func (e *PeerError) Error() string {
 func (e *PeerError) Unwrap() error { return e.Err }
 
 // A ConfigError reports the field of a config that its Validate method
-// refused, so that a program that fills the config from its own settings (a
-// daemon's flags) can name the setting at fault. It matches ErrConfig.
-type ConfigError struct {
-	// Field is the field as Go spells it: "Replicas", "MissBurst".
-	Field string
-	// Reason is the field's value and what a valid one is: "-1: must not
-	// be negative".
-	Reason string
-}
-
-// Error returns "transport: invalid config: Field: Reason".
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Field, e.Reason)
-}
-
-// Unwrap returns ErrConfig.
-func (e *ConfigError) Unwrap() error { return ErrConfig }
+// refused (cache.ConfigError, the one config error type), so that a
+// program that fills the config from its own settings (a daemon's flags)
+// can name the setting at fault. This package's match ErrConfig.
+type ConfigError = cache.ConfigError
 
 // fieldError returns a *ConfigError for field, its reason formatted as by
 // fmt.Sprintf.
 func fieldError(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &ConfigError{Err: ErrConfig, Field: field, Reason: fmt.Sprintf(format, args...)}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
@@ -91,10 +93,11 @@ func (pe *peer) fetchMany(ctx context.Context, group string, keys []string) ([]b
 }
 
 // streamLoads is the rest of a batch that loads (serveBatch): it loads
-// keys[i] for every i in pending, at most maxBatchLoads at once, and writes
+// keys[i] for every i in pending, at most maxBatchLoads at once, each for
+// callers[i] if it is named (else for the request's caller), and writes
 // each one's frame as its load ends, with a frameBeat every PeerTimeout/3
 // meanwhile. Values past budget bytes are answered "miss".
-func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cache.PeerView, keys []string, pending []int, budget int) {
+func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cache.PeerView, keys, callers []string, pending []int, budget int) {
 	rc := http.NewResponseController(w)
 	w.Write([]byte{frameLate})
 	rc.Flush()
@@ -118,7 +121,11 @@ func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cac
 				if ctx.Err() != nil {
 					return
 				}
-				v, err := pv.Get(ctx, keys[i], 0, nil)
+				kctx := ctx
+				if callers != nil && callers[i] != "" {
+					kctx = cache.WithCaller(ctx, callers[i])
+				}
+				v, err := pv.Get(kctx, keys[i], 0, nil)
 				done <- loaded{i, v, err}
 			}
 		}()
@@ -202,4 +209,60 @@ func callerOf(r *http.Request) string {
 		return c
 	}
 	return clientKey(r.RemoteAddr).String()
+}
+
+// maxCallersHeader bounds hdrCallers: past it, the keys left count as the
+// request's caller.
+const maxCallersHeader = 16 << 10
+
+// appendCallers encodes callers as hdrCallers does, or returns nil when
+// none is named.
+func appendCallers(b []byte, callers []string) []byte {
+	named := false
+	for _, c := range callers {
+		named = named || c != ""
+	}
+	if !named {
+		return nil
+	}
+	for i, c := range callers {
+		if i > 0 {
+			b = append(b, ',')
+			if c == callers[i-1] {
+				continue
+			}
+		}
+		if len(b)+len(c)*3 > maxCallersHeader {
+			break
+		}
+		b = append(b, url.QueryEscape(c)...)
+	}
+	return b
+}
+
+// readCallers decodes hdrCallers for n keys: nil when it is absent or names
+// more than n; "" for a caller it cannot read, and for the keys past the
+// end of a header cut at maxCallersHeader.
+func readCallers(h string, n int) []string {
+	if h == "" {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for e := range strings.SplitSeq(h, ",") {
+		if len(out) == n {
+			return nil
+		}
+		switch c, err := url.QueryUnescape(e); {
+		case e == "" && len(out) > 0:
+			out = append(out, out[len(out)-1])
+		case err == nil:
+			out = append(out, c)
+		default:
+			out = append(out, "")
+		}
+	}
+	for len(out) < n { // cut at maxCallersHeader
+		out = append(out, "")
+	}
+	return out
 }

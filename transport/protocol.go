@@ -72,6 +72,13 @@ const (
 	// caches do not hold and to stream their frames as the loads end
 	// (Group.GetMany's one request per owner; see fetchmany.go).
 	hdrLoadMisses = "X-Ringcache-Load-Misses"
+	// hdrCallers, on a coalesced batch, names each key's caller (as
+	// hdrCaller names a GET's), so that the owner's load queue shares its
+	// slots between the clients whose keys share a batch: query-escaped,
+	// comma-separated, one a key, an empty one the same as the one before
+	// (so a key without a caller after one with a caller counts as its).
+	// A scheduling hint, not signed, as hdrCaller.
+	hdrCallers = "X-Ringcache-Callers"
 	// hdrDate (Unix milliseconds), hdrNonce (random, once per request),
 	// hdrBodyHash (a PUT's hex SHA-256) and hdrSignature authenticate a
 	// peer request (Config.Secrets).

@@ -152,10 +152,13 @@ var groupFieldOf = map[string]string{
 // about no field the daemon fills keeps the library's words.
 func libError(err error) error {
 	var field, reason string
-	if e, ok := errors.AsType[*peers.ConfigError](err); ok {
-		field, reason = "peers."+e.Field, e.Reason
-	} else if e, ok := errors.AsType[*transport.ConfigError](err); ok {
-		field, reason = "transport."+e.Field, e.Reason
+	if e, ok := errors.AsType[*cache.ConfigError](err); ok {
+		switch {
+		case errors.Is(e, peers.ErrConfig):
+			field, reason = "peers."+e.Field, e.Reason
+		case errors.Is(e, transport.ErrConfig):
+			field, reason = "transport."+e.Field, e.Reason
+		}
 	}
 	if name, ok := settingOf[field]; ok {
 		return fmt.Errorf("%w: %s: %s", errConfig, name, reason)

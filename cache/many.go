@@ -44,8 +44,8 @@ type Fetched struct {
 	Leased bool
 }
 
-// maxManyWorkers bounds the keys of one GetMany read at once, besides the
-// requests to ManyFetcher owners.
+// maxManyWorkers bounds the keys of one GetMany that one reader reads as
+// Get does at once: the keys given, and those each owner left.
 const maxManyWorkers = 32
 
 // GetMany reads keys as Get reads each, and returns their results in the
@@ -91,20 +91,28 @@ func (g *Group) GetMany(ctx context.Context, keys []string) []Result {
 		}
 		byOwner[mf] = append(byOwner[mf], i)
 	}
+	// The keys read as Get reads go at once, beside the owners' requests;
+	// the keys an owner did not answer follow its answer.
 	var wg sync.WaitGroup
-	var mu sync.Mutex // guards single while the owners answer
+	wg.Go(func() { g.getEach(ctx, keys, single, out) })
 	for mf, idx := range byOwner {
-		wg.Go(func() {
-			if rest := g.fetchMany(ctx, mf, keys, idx, out); len(rest) > 0 {
-				mu.Lock()
-				single = append(single, rest...)
-				mu.Unlock()
-			}
-		})
+		wg.Go(func() { g.getEach(ctx, keys, g.fetchMany(ctx, mf, keys, idx, out), out) })
 	}
 	wg.Wait()
+	for i, k := range keys {
+		if j := first[k]; j != i {
+			out[i].Value, out[i].Err = out[j].Value, out[j].Err
+		}
+	}
+	return out
+}
+
+// getEach reads keys[i] for every i in idx as Get reads it, into out[i],
+// at most maxManyWorkers at once.
+func (g *Group) getEach(ctx context.Context, keys []string, idx []int, out []Result) {
 	next := make(chan int)
-	for range min(len(single), maxManyWorkers) {
+	var wg sync.WaitGroup
+	for range min(len(idx), maxManyWorkers) {
 		wg.Go(func() {
 			for i := range next {
 				if err := ctx.Err(); err != nil {
@@ -115,17 +123,11 @@ func (g *Group) GetMany(ctx context.Context, keys []string) []Result {
 			}
 		})
 	}
-	for _, i := range single {
+	for _, i := range idx {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	for i, k := range keys {
-		if j := first[k]; j != i {
-			out[i].Value, out[i].Err = out[j].Value, out[j].Err
-		}
-	}
-	return out
 }
 
 // fetchMany asks mf, the owner of keys[i] for every i in idx, for them in

@@ -133,27 +133,41 @@ func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cac
 	beat := time.NewTicker(h.pool.cfg.PeerTimeout / 3)
 	defer beat.Stop()
 	var frame []byte
+	write := func(l loaded) {
+		frame = frame[:0]
+		var data []byte
+		switch {
+		case l.err == nil && len(l.v.Data) <= batchValueBytes && len(l.v.ContentType) <= batchTypeBytes && len(l.v.Data) <= budget:
+			frame = appendValueHead(frame, l.i, l.v)
+			data = l.v.Data
+			budget -= len(data)
+		case errors.Is(l.err, cache.ErrNotFound):
+			frame = appendIndexFrame(frame, frameNotFound, l.i)
+		case l.err != nil && loadErrorKind(l.err) != 0:
+			frame = append(appendIndexFrame(frame, frameError, l.i), loadErrorKind(l.err))
+		default: // too large for a batch, or an error the requester's own fetch must meet
+			frame = appendIndexFrame(frame, frameMiss, l.i)
+		}
+		w.Write(frame)
+		if len(data) > 0 {
+			w.Write(data)
+		}
+	}
 	for left := len(pending); left > 0; {
 		select {
 		case l := <-done:
 			left--
-			frame = frame[:0]
-			var data []byte
-			switch {
-			case l.err == nil && len(l.v.Data) <= batchValueBytes && len(l.v.ContentType) <= batchTypeBytes && len(l.v.Data) <= budget:
-				frame = appendValueHead(frame, l.i, l.v)
-				data = l.v.Data
-				budget -= len(data)
-			case errors.Is(l.err, cache.ErrNotFound):
-				frame = appendIndexFrame(frame, frameNotFound, l.i)
-			case l.err != nil && loadErrorKind(l.err) != 0:
-				frame = append(appendIndexFrame(frame, frameError, l.i), loadErrorKind(l.err))
-			default: // too large for a batch, or an error the requester's own fetch must meet
-				frame = appendIndexFrame(frame, frameMiss, l.i)
-			}
-			w.Write(frame)
-			if len(data) > 0 {
-				w.Write(data)
+			write(l)
+			// The loads that ended meanwhile go in the same flush: a fast
+			// origin's answers cost one write, not one each.
+			for more := true; more && left > 0; {
+				select {
+				case l := <-done:
+					left--
+					write(l)
+				default:
+					more = false
+				}
 			}
 		case <-beat.C:
 			w.Write([]byte{frameBeat})

@@ -511,17 +511,27 @@ func (pe *peer) sendBatch(group string, b *batch, late func()) {
 				alive: aliveOf(res),
 			})
 		}})
-	if err == nil {
+	if err == nil || pe.refusedBatch(err) {
 		return
 	}
-	switch perr, ok := errors.AsType[*PeerError](err); {
-	case ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()):
-		pe.noBatch.Store(true)
-		pe.pool.cfg.Logger.Info("transport: peer does not take batches; fetching from it one key at a time", "peer", pe.url)
-	case !errors.Is(err, ErrPeerDown):
+	if !errors.Is(err, ErrPeerDown) {
 		// Not merely sent into an open breaker: this batch failed.
 		pe.batchPaused.Store(time.Now().Add(batchPause).UnixNano())
 		pe.pool.cfg.Logger.Info("transport: batch failed; fetching from the peer one key at a time for a while",
 			"peer", pe.url, "pause", batchPause, "err", err)
 	}
+}
+
+// refusedBatch reports whether err says that the peer does not take
+// batches (a groupcache node, which answers without our headers, or a
+// ringcache node from before them, which answers 405), and if so asks it
+// one key at a time from then on.
+func (pe *peer) refusedBatch(err error) bool {
+	perr, ok := errors.AsType[*PeerError](err)
+	if !ok || perr.StatusCode != http.StatusMethodNotAllowed && !pe.contact.legacy.Load() {
+		return false
+	}
+	pe.noBatch.Store(true)
+	pe.pool.cfg.Logger.Info("transport: peer does not take batches; fetching from it one key at a time", "peer", pe.url)
+	return true
 }

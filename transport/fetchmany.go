@@ -84,10 +84,7 @@ func (pe *peer) fetchMany(ctx context.Context, group string, keys []string) ([]b
 				frameSink{got: func(i int, br batchResult) { res[i] = br }, alive: aliveOf(r)})
 		}})
 	if err != nil {
-		if perr, ok := errors.AsType[*PeerError](err); ok && (perr.StatusCode == http.StatusMethodNotAllowed || pe.contact.legacy.Load()) {
-			pe.noBatch.Store(true)
-			pe.pool.cfg.Logger.Info("transport: peer does not take batches; fetching from it one key at a time", "peer", pe.url)
-		}
+		pe.refusedBatch(err)
 	}
 	return res, err
 }

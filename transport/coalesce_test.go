@@ -107,7 +107,7 @@ func testFetchesCoalesce(t *testing.T, signed bool) {
 	nodes, loads := newCluster(t, 2, clusterOpts{
 		pool: ops.pool(func(c *Config) {
 			if signed {
-				c.Secret = []byte("coalesce-test-secret-0123456789")
+				c.Secrets = [][]byte{[]byte("coalesce-test-secret-0123456789")}
 			}
 		}),
 		group:    func(g *cache.GroupConfig) { g.HotBytes = -1; g.NotFoundTTL = time.Hour },

@@ -118,10 +118,6 @@ type Config struct {
 	// groupcache peer can take part).
 	Secrets [][]byte
 
-	// Secret is a single secret, the same as Secrets: [][]byte{Secret}.
-	// Setting both is an error.
-	Secret []byte
-
 	// SignatureWindow is how far a signed request's date may be from the
 	// receiver's clock. If zero, 30s. Nonces are remembered that long.
 	SignatureWindow time.Duration
@@ -232,14 +228,7 @@ func (c Config) Validate() error {
 			return fieldError(n.field, "%d: must not be negative", n.v)
 		}
 	}
-	if len(c.Secret) > 0 && len(c.Secrets) > 0 {
-		return fieldError("Secret", "set Secret or Secrets, not both")
-	}
-	secrets := c.Secrets
-	if len(c.Secret) > 0 {
-		secrets = [][]byte{c.Secret}
-	}
-	_, err := checkSecrets(secrets)
+	_, err := checkSecrets(c.Secrets)
 	return err
 }
 
@@ -266,12 +255,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if len(c.Secret) > 0 {
-		c.Secrets = [][]byte{c.Secret}
-	}
 	// Copy the secrets so that a caller reusing its slices cannot change them.
 	c.Secrets, _ = checkSecrets(c.Secrets)
-	c.Secret = nil
 	return c, nil
 }
 

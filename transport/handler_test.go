@@ -31,7 +31,7 @@ func TestKeyRoundTrip(t *testing.T) {
 }
 
 func testKeyRoundTrip(t *testing.T, secret []byte) {
-	nodes, loads := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.Secret = secret }})
+	nodes, loads := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.Secrets = secretsOf(secret) }})
 	c := testClient(t)
 	keys := append(slices.Clone(awkwardKeys), strings.Repeat("é", DefaultMaxKeyBytes/2))
 	for _, key := range keys {

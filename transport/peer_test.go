@@ -306,7 +306,7 @@ func TestSignedPeers(t *testing.T) {
 	t.Parallel()
 	secret := []byte("cluster secret of 32 bytes......")
 	nodes, loads := newCluster(t, 3, clusterOpts{
-		pool: func(i int, c *Config) { c.Secret = secret },
+		pool: func(i int, c *Config) { c.Secrets = secretsOf(secret) },
 	})
 	c := testClient(t)
 	const key = "guarded"
@@ -375,7 +375,7 @@ func TestSignedPeers(t *testing.T) {
 	// A node with another secret: its fetches are refused, so it loads
 	// the key itself.
 	odd, oddLoads := newCluster(t, 2, clusterOpts{
-		pool: func(i int, c *Config) { c.Secret = []byte(fmt.Sprint("a secret of node ", i)) },
+		pool: func(i int, c *Config) { c.Secrets = [][]byte{[]byte(fmt.Sprint("a secret of node ", i))} },
 	})
 	k := ""
 	for i := 0; k == ""; i++ {

@@ -38,9 +38,8 @@ func TestNewPoolConfig(t *testing.T) {
 		{"negative key limit", Config{Self: self, MaxKeyBytes: -1}, "MaxKeyBytes"},
 		{"negative window", Config{Self: self, SignatureWindow: -1}, "SignatureWindow"},
 		{"negative nonces", Config{Self: self, MaxNonces: -1}, "MaxNonces"},
-		{"secret and secrets", Config{Self: self, Secret: []byte("s"), Secrets: [][]byte{[]byte("t")}}, "Secret"},
 		{"an empty secret", Config{Self: self, Secrets: [][]byte{[]byte("0123456789abcdef"), nil}}, "Secrets"},
-		{"a short secret (the library's own minimum, as the daemon's)", Config{Self: self, Secret: []byte("0123456789abcde")}, "Secrets"},
+		{"a short secret (the library's own minimum, as the daemon's)", Config{Self: self, Secrets: [][]byte{[]byte("0123456789abcde")}}, "Secrets"},
 		{"too many secrets", Config{Self: self, Secrets: slices.Repeat([][]byte{[]byte("s")}, MaxSecrets+1)}, "Secrets"},
 	}
 	for _, tt := range tests {

@@ -20,7 +20,7 @@ func TestPoolInfoVersions(t *testing.T) {
 	t.Parallel()
 	var peerCalls atomic.Int64
 	nodes, _ := newCluster(t, 3, clusterOpts{pool: func(i int, c *Config) {
-		c.Secret = []byte("0123456789abcdef")
+		c.Secrets = [][]byte{[]byte("0123456789abcdef")}
 		c.OnPeerRequest = func(string, string, time.Duration, error) { peerCalls.Add(1) }
 	}})
 	a := nodes[0]

@@ -38,7 +38,7 @@ func BenchmarkSignedPeerFetch(b *testing.B) {
 					o := clusterOpts{origin: value, pool: func(_ int, c *Config) {
 						c.PeerTimeout = benchPeerTimeout
 						if mode == "signed" {
-							c.Secret = []byte("bench secret, 32 bytes long....")
+							c.Secrets = [][]byte{[]byte("bench secret, 32 bytes long....")}
 						}
 					}}
 					nodes, _ := newCluster(b, 2, o)
@@ -119,7 +119,7 @@ func BenchmarkNonceMemory(b *testing.B) {
 // network: sign alone (the sender), and sign then verify with the nonce
 // check (sender and receiver), on a GET and on a 1 KiB PUT.
 func BenchmarkPeerAuth(b *testing.B) {
-	cfg := Config{Self: "http://10.0.0.1:8080", Secret: []byte("bench secret, 32 bytes long....")}
+	cfg := Config{Self: "http://10.0.0.1:8080", Secrets: [][]byte{[]byte("bench secret, 32 bytes long....")}}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		b.Fatal(err)

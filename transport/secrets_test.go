@@ -235,7 +235,7 @@ func TestReplayRefused(t *testing.T) {
 	var mu sync.Mutex
 	var caught []captured
 	nodes, _ := newCluster(t, 3, clusterOpts{
-		pool: func(_ int, c *Config) { c.Secret = secret },
+		pool: func(_ int, c *Config) { c.Secrets = secretsOf(secret) },
 		wrapPeer: func(_ int, h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, _ := io.ReadAll(r.Body)
@@ -356,7 +356,10 @@ func TestRefusedLogged(t *testing.T) {
 	t.Parallel()
 	var buf syncBuffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.Secret = []byte("cluster secret of 32 bytes......"); c.Logger = log }})
+	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) {
+		c.Secrets = [][]byte{[]byte("cluster secret of 32 bytes......")}
+		c.Logger = log
+	}})
 	c := testClient(t)
 	path := peerPath(DefaultBasePath, testGroup, "k")
 	for range 50 {
@@ -371,4 +374,12 @@ func TestRefusedLogged(t *testing.T) {
 	if !strings.Contains(buf.String(), "bad signature") {
 		t.Errorf("the warning does not say why: %s", buf.String())
 	}
+}
+
+// secretsOf is Config.Secrets for one secret, or none when it is empty.
+func secretsOf(secret []byte) [][]byte {
+	if len(secret) == 0 {
+		return nil
+	}
+	return [][]byte{secret}
 }

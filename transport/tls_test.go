@@ -69,7 +69,7 @@ func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, valu
 		}
 		pt := peerTLS(t, ca, ca, "127.0.0.1")
 		tn := &tlsNode{url: "https://" + ln.Addr().String(), tls: pt}
-		cfg := Config{Self: tn.url, TLS: pt, Secret: secret}
+		cfg := Config{Self: tn.url, TLS: pt, Secrets: secretsOf(secret)}
 		if _, ok := t.(*testing.B); ok {
 			cfg.PeerTimeout = benchPeerTimeout
 		}

@@ -196,7 +196,7 @@ func TestSecretFileRotation(t *testing.T) {
 	base, out, _ := serveNode(t, "-secret-file", file, "-group", demoGroupFlag)
 
 	fetch := func(secret string) error {
-		p, err := transport.NewPool(transport.Config{Self: "http://127.0.0.1:1", Secret: []byte(secret)})
+		p, err := transport.NewPool(transport.Config{Self: "http://127.0.0.1:1", Secrets: [][]byte{[]byte(secret)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,7 +202,7 @@ func TestPeerSignatures(t *testing.T) {
 	base, _, _ := serveNode(t, "-secret", secret, "-group", "name=demo,origin=demo")
 
 	peerOf := func(secret string) *transport.Pool {
-		p, err := transport.NewPool(transport.Config{Self: "http://127.0.0.1:1", Secret: []byte(secret)})
+		p, err := transport.NewPool(transport.Config{Self: "http://127.0.0.1:1", Secrets: [][]byte{[]byte(secret)}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -167,12 +167,6 @@ type batchResult struct {
 	late  bool
 }
 
-// readFrames decodes a batch answer from r into res, one slot per key sent
-// (readEachFrame).
-func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
-	return readEachFrame(r, len(res), maxValue, frameSink{got: func(i int, br batchResult) { res[i] = br }})
-}
-
 // frameSink is what readEachFrame tells as it reads.
 type frameSink struct {
 	got   func(i int, br batchResult) // a key's answer ("miss" is not one)

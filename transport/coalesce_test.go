@@ -693,3 +693,9 @@ func TestCallersHeader(t *testing.T) {
 		t.Errorf("a cut header read as %q", got)
 	}
 }
+
+// readFrames decodes a batch answer from r into res, one slot per key sent
+// (readEachFrame).
+func readFrames(r *bufio.Reader, res []batchResult, maxValue int64) error {
+	return readEachFrame(r, len(res), maxValue, frameSink{got: func(i int, br batchResult) { res[i] = br }})
+}

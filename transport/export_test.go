@@ -12,7 +12,6 @@ import (
 // package's own test helpers.
 
 type (
-	TestNode     = testNode
 	TestResponse = response
 )
 

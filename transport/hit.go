@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 )
@@ -20,7 +21,8 @@ type Hit struct {
 	// Age, the seconds a stale value is past its expiry, is nil but for
 	// one.
 	Age []byte
-	// ContentType is the value's; "" stands for application/octet-stream.
+	// ContentType is the value's, or application/octet-stream when it has
+	// none, as the Handler says.
 	ContentType string
 }
 
@@ -63,7 +65,7 @@ func (n *Node) CachedHit(uri []byte, authorization func() string, b []byte) (_ H
 		return Hit{Status: code}, []byte(errorText(err, code) + "\n"), true
 	}
 	b, tagEnd, lenEnd, expires := api.appendHead(b, v)
-	h := Hit{Status: 200, ETag: b[:tagEnd], ContentType: v.ContentType}
+	h := Hit{Status: 200, ETag: b[:tagEnd], ContentType: cmp.Or(v.ContentType, octetStream[0])}
 	switch {
 	case v.NoStore:
 		h.CacheControl = hitNoStore

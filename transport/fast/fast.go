@@ -255,11 +255,7 @@ func (s *Server) hit(ctx *fasthttp.RequestCtx) bool {
 	if h.Age != nil {
 		wh.SetCanonical(hdrNameAge, h.Age)
 	}
-	if h.ContentType == "" {
-		wh.SetContentTypeBytes(hdrOctetStream)
-	} else {
-		wh.SetContentType(h.ContentType)
-	}
+	wh.SetContentType(h.ContentType)
 	wh.SetCanonical(hdrNameNoSniff, hdrNoSniffValue)
 	if head {
 		ctx.Response.SkipBody = true
@@ -279,7 +275,6 @@ var (
 	hdrNameAge          = []byte("Age")
 	hdrNameNoSniff      = []byte("X-Content-Type-Options")
 	hdrNoSniffValue     = []byte("nosniff")
-	hdrOctetStream      = []byte("application/octet-stream")
 	hdrTextPlain        = []byte("text/plain; charset=utf-8") // http.Error's
 )
 

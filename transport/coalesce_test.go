@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -575,16 +576,31 @@ func FuzzBatch(f *testing.F) {
 func TestSlowBatchAnswer(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
+	// Once a batch has been asked, the owner's answers to lease pings wait
+	// until the test has seen the breaker open: a ping is the breaker's
+	// half-open probe, and one answered at once (they come from several
+	// places: lease renewals, membership checks) could close it before the
+	// test looks.
+	var batched atomic.Bool
+	checked := make(chan struct{})
 	nodes, _ := newCluster(t, 2, clusterOpts{
 		pool:  ops.pool(func(c *Config) { c.PeerTimeout = DefaultPeerTimeout }),
 		group: noHotCache,
 		wrapPeer: func(_ int, h http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				time.Sleep(2 * time.Millisecond)
+				if batched.Load() && strings.HasSuffix(r.URL.Path, leaseRoute) {
+					select {
+					case <-checked:
+					case <-r.Context().Done():
+						return
+					}
+				}
 				if r.Method != http.MethodPost || !strings.Contains(r.URL.Path, batchRoute) {
 					h.ServeHTTP(w, r)
 					return
 				}
+				batched.Store(true)
 				// A value frame for the first key whose 1,000 bytes come
 				// one every 100ms.
 				head := appendValueHead(nil, 0, cache.Value{Data: make([]byte, 1000)})
@@ -616,6 +632,7 @@ func TestSlowBatchAnswer(t *testing.T) {
 	if got := asker.pool.Suspected(); len(got) != 1 || got[0] != own.url {
 		t.Fatalf("suspected %v right after, want the owner: its answer did not arrive within PeerTimeout", got)
 	}
+	close(checked)
 	// The probe may close the breaker at once (the owner answers its
 	// pings); either way the next reads go alone, not in batches that the
 	// owner would answer as slowly.

@@ -22,9 +22,12 @@ import (
 
 // peerOps records the peer requests a node makes (Config.OnPeerRequest).
 type peerOps struct {
-	mu   sync.Mutex
-	ops  map[string]int // op -> requests
-	bad  map[string]int // op -> requests that failed other than not-found
+	mu  sync.Mutex
+	ops map[string]int // op -> requests
+	bad map[string]int // op -> requests that failed other than not-found
+	// down counts, by op, the requests an open breaker kept from being sent
+	// (ErrPeerDown; also in ops and bad).
+	down map[string]int
 	last error
 }
 
@@ -32,9 +35,12 @@ func (o *peerOps) hook(_, op string, _ time.Duration, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ops == nil {
-		o.ops, o.bad = map[string]int{}, map[string]int{}
+		o.ops, o.bad, o.down = map[string]int{}, map[string]int{}, map[string]int{}
 	}
 	o.ops[op]++
+	if errors.Is(err, ErrPeerDown) {
+		o.down[op]++
+	}
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		o.bad[op]++
 		o.last = err
@@ -57,6 +63,13 @@ func (o *peerOps) pool(set func(*Config)) func(int, *Config) {
 // noHotCache turns the hot cache off, so that every read of a peer's key
 // fetches it.
 func noHotCache(g *cache.GroupConfig) { g.HotBytes = -1 }
+
+// sent is count without the requests an open breaker kept from being sent.
+func (o *peerOps) sent(op string) (n, failed int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ops[op] - o.down[op], o.bad[op] - o.down[op]
+}
 
 func (o *peerOps) count(op string) (n, failed int) {
 	o.mu.Lock()

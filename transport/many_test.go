@@ -186,6 +186,7 @@ func TestBatchReadAsksEachOwnerOnce(t *testing.T) {
 // node 0 in one batch: the request to the paused owner fails once, after
 // the peer timeout, and its keys are read as single GETs read them (the
 // breaker is open, so they are loaded at node 0), so every key is answered.
+// Only one request goes to the paused owner.
 func TestBatchReadPausedOwner(t *testing.T) {
 	t.Parallel()
 	var ops peerOps
@@ -220,7 +221,9 @@ func TestBatchReadPausedOwner(t *testing.T) {
 			t.Errorf("line %d: %+v %v", i, it, err)
 		}
 	}
-	if batches, failed := ops.count("batch"); batches != 2 || failed != 1 {
+	// Fetches of its keys after that may go out in batches too, which the
+	// open breaker fails at once, unsent.
+	if batches, failed := ops.sent("batch"); batches != 2 || failed != 1 {
 		t.Errorf("node 0 sent %d batches, %d failed; want one to each owner, the paused one's failed", batches, failed)
 	}
 	if took > 3*time.Second {

@@ -226,6 +226,13 @@ type GroupConfig struct {
 	// main cache leaves free, and give it back as the main cache fills
 	// (see the package doc).
 	HotBytes int64
+	// Copies is how many nodes hold each value: its owner and Copies-1
+	// heirs, the nodes that would own the key next (see CopyPlacer), so
+	// that a crash of the owner costs the origin nothing. Copies of other
+	// nodes' values take (Copies-1)/Copies of MaxBytes. If zero, 1 (no
+	// copies). At most MaxCopies. It needs a PeerPicker that is a
+	// CopyPlacer (transport.Pool is); with any other, no copies are kept.
+	Copies int
 	// Policy picks the entries evicted when the budget is full: PolicySLRU
 	// (the default) or PolicyLRU.
 	Policy string

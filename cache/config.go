@@ -16,6 +16,11 @@ const (
 	DefaultHotTTL        = time.Minute
 	DefaultErrorTTL      = time.Second
 
+	// MaxCopies bounds GroupConfig.Copies: each copy costs every write a
+	// round trip to one more node, and every node MaxBytes/Copies of room
+	// for its own keys.
+	MaxCopies = 5
+
 	// DefaultMaxLoads is a group's bound on concurrent origin loads per
 	// node: a pool size a database takes without trouble, and at a 1 ms
 	// origin far more loads a second than one node's two cores can serve.
@@ -49,6 +54,8 @@ func (c GroupConfig) Validate() error {
 		return bad("MaxValueBytes", "%d: must not be negative", c.MaxValueBytes)
 	case c.HotAfter < 0 || c.HotAfter > 255:
 		return bad("HotAfter", "%d: want 0 to 255", c.HotAfter)
+	case c.Copies < 0 || c.Copies > MaxCopies:
+		return bad("Copies", "%d: want 1 to %d", c.Copies, MaxCopies)
 	case c.Policy != "" && c.Policy != PolicySLRU && c.Policy != PolicyLRU:
 		return bad("Policy", "%q: want %q or %q", c.Policy, PolicySLRU, PolicyLRU)
 	}
@@ -76,6 +83,7 @@ func (c GroupConfig) withDefaults() (GroupConfig, error) {
 	}
 	c.HotBytes = cmp.Or(c.HotBytes, c.MaxBytes/8)
 	c.Policy = cmp.Or(c.Policy, PolicySLRU)
+	c.Copies = cmp.Or(c.Copies, 1)
 	c.LoadTimeout = cmp.Or(c.LoadTimeout, DefaultLoadTimeout)
 	c.MaxValueBytes = cmp.Or(c.MaxValueBytes, DefaultMaxValueBytes)
 	c.FallbackTTL = cmp.Or(c.FallbackTTL, DefaultFallbackTTL)

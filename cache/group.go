@@ -77,6 +77,15 @@ type Group struct {
 
 	purges inPurges // the purges in progress (purge.go)
 
+	// Copies of values owned by other nodes, for which this node is an
+	// heir, and what is needed to keep them (copies.go).
+	placer     CopyPlacer // nil: g.peers places no copies
+	copies     *lru
+	copyMu     sync.Mutex           // serializes KeepCopy
+	copyStamps map[string]copyStamp // guarded by copyMu
+	copySeq    atomic.Uint64
+	copying    map[string]*copying // guarded by writingMu
+
 	peerWarned atomic.Int64 // Unix nanoseconds of the last failed-fetch log line
 	shedWarned atomic.Int64 // Unix nanoseconds of the last shed-load log line
 
@@ -91,8 +100,9 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		tenure:  n.tenure,
 		node:    n,
 		log:     log,
-		main:    newLRU(cfg.MaxBytes),
+		main:    newLRU(cfg.MaxBytes - copiesPart(cfg)),
 		hot:     newLRU(hotBytes),
+		copies:  newLRU(copiesPart(cfg)),
 		handoff: newLRU(cfg.MaxBytes),
 		seed:    maphash.MakeSeed(),
 		gate:    newLoadGate(cfg),
@@ -106,6 +116,8 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		g.freq = newSketch(cfg.HotWindow)
 	}
 	g.main.staleGrace = max(cfg.StaleWhileRevalidate, cfg.StaleIfError)
+	g.placer, _ = n.peers.(CopyPlacer)
+	g.copySeq.Store(uint64(time.Now().UnixNano()))
 	g.handoff.staleGrace = g.main.staleGrace
 	g.written = map[string]struct{}{}
 	onPanic := func(key string, r any, stack []byte) {
@@ -352,6 +364,7 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	// served the new value (a read going back in time).
 	g.beginWrite(key)
 	defer g.endWrite(key)
+	g.awaitCopies(ctx, key) // no copy sent before the write lands after its drop
 	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err // not applied: a copy may not have been dropped
@@ -371,6 +384,10 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
 	} else {
 		g.reclaim()
+		// Acknowledged once every heir that answers holds it (copies.go).
+		// One that does not lost its copy with the drop, so it holds no
+		// older value.
+		g.sendCopy(ctx, key)
 	}
 	if err := g.retiredDuring(key); err != nil {
 		return WriteResult{}, err
@@ -431,6 +448,7 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	g.invalidate(key)
 	g.beginWrite(key)
 	defer g.endWrite(key)
+	g.awaitCopies(ctx, key)
 	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
@@ -532,13 +550,17 @@ func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error
 	return nil
 }
 
-// dropLocal drops this node's copies of key (main and hot) and nothing
+// dropLocal drops this node's copies of key (main, hot and an heir's) and nothing
 // else: the transport calls it for a Drop that came from the key's owner
 // after a write. A load or fetch of key in progress is not cached when it
 // completes, and callers that arrive after dropLocal start a new one rather
 // than joining it.
 func (g *Group) dropLocal(key string) {
 	g.invalidate(key)
+	// Only the owner drops an heir's copy: a write through this node
+	// invalidates its own caches (Set) but must leave the copy, which the
+	// owner replaces with the written value.
+	g.copies.remove(key)
 }
 
 // ownerGuard checks that this node owns key and may act as its owner, and
@@ -625,6 +647,8 @@ func (g *Group) ringChanged() {
 		return false
 	})
 	g.handoff.removeIf(func(key string) bool { return !remote(key) })
+	term, current := g.term()
+	g.settleCopies(guard{ring: &g.ring, wantRing: g.ring.Load()}, term, current)
 	window := g.node.handoff
 	if window <= 0 || g.node.closed.Load() {
 		return
@@ -636,7 +660,7 @@ func (g *Group) ringChanged() {
 	}
 	held, _ := g.handoff.usage()
 	held += g.handoff.deadBytes()
-	g.main.setMax(g.cfg.MaxBytes - held)
+	g.main.setMax(g.mainMax() - held)
 	g.reclaim()
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {
@@ -655,7 +679,7 @@ func (g *Group) endHandoff() {
 	}
 	g.handoffUntil.Store(0)
 	g.handoff.clear()
-	g.main.setMax(g.cfg.MaxBytes) // more room: lent at the next copy
+	g.main.setMax(g.mainMax()) // more room: lent at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,
@@ -725,6 +749,13 @@ func (g *Group) Handoff(key string) (Value, bool) {
 			return v, true
 		}
 	}
+	if remote && g.node.current() {
+		// An heir's copy, for a node whose fetch from the owner failed.
+		if v, ok := g.heldCopy(key); ok {
+			g.st.handoffsGiven.Add(1)
+			return v, true
+		}
+	}
 	if !remote || !g.inHandoff() || !g.node.current() {
 		return Value{}, false
 	}
@@ -762,6 +793,7 @@ func (g *Group) Adopt(key string, v Value) bool {
 		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
 			g.reclaim()
 			g.st.handoffsTaken.Add(1)
+			g.copyOut(key)
 			return true
 		}
 		if _, remote := g.pick(key); g.ring.Load() == ring || remote {
@@ -1070,10 +1102,27 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			now := time.Now()
 			if g.storable(v, now) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
-				dest.add(key, stored, pgd)
+				if dest.add(key, stored, pgd) {
+					g.copyOut(key)
+				}
 			}
 			if !pgd.holds() {
 				v.NoStore = true // as for a load, below
+			}
+			return v, nil
+		}
+	}
+	if remote && held {
+		// The owner could not be reached: an heir of key may hold it.
+		if v, ok := g.fromHeirs(ctx, key); ok {
+			now := time.Now()
+			if g.storable(v, now) {
+				stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
+				dest.add(key, stored, gd)
+				g.reclaim()
+			}
+			if !gd.holds() {
+				v.NoStore = true
 			}
 			return v, nil
 		}
@@ -1135,7 +1184,9 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		} else {
 			stored = g.mainEntry(key, v, stored.stamp, now)
 		}
-		dest.add(key, stored, gd)
+		if dest.add(key, stored, gd) && !remote {
+			g.copyOut(key)
+		}
 		g.reclaim()
 	}
 	if !gd.holds() {

@@ -30,6 +30,8 @@ func TestNewGroupValidates(t *testing.T) {
 		{"HotBytes = MaxBytes", func(c *GroupConfig) { c.HotBytes = 1000 }, "HotBytes"},
 		{"negative HotBytes disables", func(c *GroupConfig) { c.HotBytes = -1 }, ""},
 		{"unknown Policy", func(c *GroupConfig) { c.Policy = "lfu" }, "Policy"},
+		{"negative Copies", func(c *GroupConfig) { c.Copies = -1 }, "Copies"},
+		{"Copies over MaxCopies", func(c *GroupConfig) { c.Copies = MaxCopies + 1 }, "Copies"},
 		{"Policy lru", func(c *GroupConfig) { c.Policy = PolicyLRU }, ""},
 		{"negative MaxValueBytes", func(c *GroupConfig) { c.MaxValueBytes = -1 }, "MaxValueBytes"},
 		{"HotAfter 256", func(c *GroupConfig) { c.HotAfter = 256 }, "HotAfter"},
@@ -73,7 +75,7 @@ func TestGroupConfigDefaults(t *testing.T) {
 	g := newTestGroup(t, GroupConfig{MaxBytes: 8000}, nil)
 	got := g.Config()
 	want := GroupConfig{
-		Name: "g", MaxBytes: 8000, HotBytes: 1000, Policy: PolicySLRU,
+		Name: "g", MaxBytes: 8000, HotBytes: 1000, Policy: PolicySLRU, Copies: 1,
 		LoadTimeout: 30 * time.Second, MaxValueBytes: 1 << 20, FallbackTTL: 5 * time.Second, ErrorTTL: time.Second,
 		HotAfter: 3, HotWindow: 10 * time.Second, HotTTL: time.Minute,
 		MaxLoads: 64, LoadQueue: 4096, LoadQueueWait: 5 * time.Second,

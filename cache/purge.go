@@ -204,6 +204,7 @@ func (g *Group) purgeLocal(prefix string) int {
 	n := g.main.removeIf(match)
 	n += g.hot.removeIf(match)
 	n += g.handoff.removeIf(match)
+	n += g.copies.removeIf(match)
 	g.st.purged.Add(int64(n))
 	return n
 }

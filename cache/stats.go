@@ -30,6 +30,16 @@ type Stats struct {
 	MainItems     int64 // entries in the main cache (remembered not-founds included)
 	HotBytes      int64 // bytes in the hot cache
 	HotItems      int64 // entries in the hot cache
+	// Copies (GroupConfig.Copies > 1): values of other nodes' keys held
+	// here as an heir, and how copies moved.
+	CopyBytes      int64 // bytes of copies held here (their own part of MaxBytes)
+	CopyItems      int64 // copies held here
+	CopiesSent     int64 // copies of this node's values an heir took, after a load, hand-off or write
+	CopiesKept     int64 // copies taken from owners
+	CopiesPromoted int64 // copies that became this node's own values when it took their keys over
+	CopiesServed   int64 // copies read, here or from another heir, while a key's owner could not be reached
+	CopiesRepaired int64 // copies sent after ring changes to bring keys back to Copies nodes
+	BytesRepaired  int64 // value bytes of those
 	// DeadBytes is the bytes of both caches' pages that no entry holds
 	// until a compaction drops them (about 1/32 of the budget at most).
 	// They count against MaxBytes with MainBytes and HotBytes.
@@ -44,6 +54,9 @@ type counters struct {
 	hotPromotions, tooLarge           atomic.Int64
 	handoffsTaken, handoffsGiven      atomic.Int64
 	staleServed, purged               atomic.Int64
+	copiesSent, copiesKept            atomic.Int64
+	copiesPromoted, copiesServed      atomic.Int64
+	copiesRepaired, bytesRepaired     atomic.Int64
 }
 
 // Stats returns a snapshot of the group's counters. The fields are read one
@@ -67,6 +80,13 @@ func (g *Group) Stats() Stats {
 		HandoffsGiven: g.st.handoffsGiven.Load(),
 		StaleServed:   g.st.staleServed.Load(),
 		Purged:        g.st.purged.Load(),
+
+		CopiesSent:     g.st.copiesSent.Load(),
+		CopiesKept:     g.st.copiesKept.Load(),
+		CopiesPromoted: g.st.copiesPromoted.Load(),
+		CopiesServed:   g.st.copiesServed.Load(),
+		CopiesRepaired: g.st.copiesRepaired.Load(),
+		BytesRepaired:  g.st.bytesRepaired.Load(),
 	}
 	running, waiting := g.gate.usage()
 	s.LoadsRunning, s.LoadsWaiting = int64(running), int64(waiting)
@@ -75,6 +95,7 @@ func (g *Group) Stats() Stats {
 	}
 	s.MainBytes, s.MainItems = g.main.usage()
 	s.HotBytes, s.HotItems = g.hot.usage()
-	s.DeadBytes = g.main.deadBytes() + g.hot.deadBytes()
+	s.CopyBytes, s.CopyItems = g.copies.usage()
+	s.DeadBytes = g.main.deadBytes() + g.hot.deadBytes() + g.copies.deadBytes()
 	return s
 }

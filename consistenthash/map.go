@@ -312,6 +312,11 @@ func (m *Map) GetN(key string, n int) []string {
 	return walkN(m.owners, m.search(key), min(n, len(m.nodes)))
 }
 
+// Heirs returns up to n distinct nodes for key: the owner first, then the
+// nodes that would own key, in turn, if the ones before them left. On a
+// Map that is GetN: a key goes to the next distinct node clockwise.
+func (m *Map) Heirs(key string, n int) []string { return m.GetN(key, n) }
+
 // walkN collects n distinct owners starting at index start, clockwise.
 func walkN(owners []string, start, n int) []string {
 	out := make([]string, 0, n)

@@ -389,6 +389,31 @@ func (r *Ranges) GetN(key string, n int) []string {
 	return walkN(r.owners, r.index(key), min(n, len(r.nodes)))
 }
 
+// Heirs returns up to n distinct nodes for key: the owner first, then the
+// nodes that would own key, in turn, if the ones before them left. An arc
+// whose owner leaves joins the arc before it, so they are the owners of
+// the arcs before key's, counterclockwise. It returns nil for n < 1 or an
+// empty ring.
+func (r *Ranges) Heirs(key string, n int) []string {
+	if r == nil || len(r.starts) == 0 || n < 1 {
+		return nil
+	}
+	n = min(n, len(r.nodes))
+	out := make([]string, 0, n)
+	i := r.index(key)
+	for range len(r.owners) {
+		if o := r.owners[i]; !slices.Contains(out, o) {
+			if out = append(out, o); len(out) == n {
+				break
+			}
+		}
+		if i--; i < 0 {
+			i = len(r.owners) - 1
+		}
+	}
+	return out
+}
+
 // Nodes returns the members in ascending order, as a new slice.
 func (r *Ranges) Nodes() []string {
 	if r == nil {

@@ -24,6 +24,7 @@ const (
 	DefaultSignatureWindow     = 30 * time.Second
 	DefaultMaxNonces           = 1 << 18
 	DefaultPurgeLease          = time.Minute
+	DefaultRepairRate          = 32 << 20
 )
 
 // Config configures a Pool. A groupcache peer interoperates when BasePath,
@@ -89,6 +90,13 @@ type Config struct {
 	// reached answers at once), and how long etcd can be out of reach of
 	// every node before the caches stop serving. If zero, 1m; at most 5m.
 	PurgeLease time.Duration
+
+	// RepairRate bounds the bytes a second of copies that a node sends
+	// after a ring change to the heirs its keys gained (groups with
+	// cache.GroupConfig.Copies > 1): repair is background traffic, and
+	// must leave the peer links to requests. If zero, 32 MiB/s
+	// (DefaultRepairRate); negative: no bound.
+	RepairRate int64
 
 	// MaxResponseBytes bounds a value read from a peer; a larger response
 	// is an ErrBadResponse (and the caller loads locally). If zero, 64 MiB.
@@ -169,6 +177,7 @@ func DefaultConfig() Config {
 		PeerTimeout:         DefaultPeerTimeout,
 		LeaseTTL:            DefaultLeaseTTL,
 		PurgeLease:          DefaultPurgeLease,
+		RepairRate:          DefaultRepairRate,
 		MaxResponseBytes:    DefaultMaxResponseBytes,
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
 		MaxKeyBytes:         DefaultMaxKeyBytes,
@@ -246,6 +255,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.PeerTimeout = cmp.Or(c.PeerTimeout, DefaultPeerTimeout)
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, DefaultLeaseTTL)
 	c.PurgeLease = cmp.Or(c.PurgeLease, DefaultPurgeLease)
+	c.RepairRate = cmp.Or(c.RepairRate, DefaultRepairRate)
 	c.DialTimeout = cmp.Or(c.DialTimeout, min(DefaultDialTimeout, c.PeerTimeout))
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)

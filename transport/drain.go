@@ -195,6 +195,16 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		writePeerError(w, err)
 		return
 	}
+	if r.Header.Get(hdrCopies) != "" {
+		kept, err := h.keepCopies(g, sender, body)
+		if err != nil {
+			writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+			return
+		}
+		w.Header().Set(hdrAdopted, strconv.Itoa(kept))
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	// Keep only what this node owns, or will own once the sender is gone
 	// (a leaving sender that this node's ring has not dropped yet).
 	current := h.pool.state.Load().ring

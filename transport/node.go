@@ -130,6 +130,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.HandoffWindow >= 0 && !cfg.NoOffer {
 		pool.OfferOnChange(n.cache) // values follow their keys after a ring change
 	}
+	pool.RepairOnChange(n.cache) // and their copies follow their heirs
 	hc := cfg.Public
 	if mk := pool.Config().MaxKeyBytes; hc.MaxKeyBytes != 0 && hc.MaxKeyBytes != mk {
 		pool.Close()

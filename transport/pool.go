@@ -72,6 +72,7 @@ const maxSeenPairs = 1024
 // SetRanges).
 type ring interface {
 	Get(key string) string
+	Heirs(key string, n int) []string
 	Nodes() []string
 	Arcs() []consistenthash.Arc
 	KeyHash(key string) uint32

@@ -45,6 +45,7 @@ func (c *Config) poolConfig(self string) transport.Config {
 		PeerTimeout: c.PeerTimeout,
 		LeaseTTL:    c.CopyLease,
 		PurgeLease:  c.PurgeLease,
+		RepairRate:  c.RepairRate,
 
 		DisableCoalescing: !c.CoalesceFetches,
 	}
@@ -78,8 +79,10 @@ func (c *Config) peersConfig(nodeID, peerURL string) peers.Config {
 
 // groupConfig is the configuration of g's cache group, loading through
 // getter.
-func (g *GroupSpec) groupConfig(getter cache.Getter) cache.GroupConfig {
+// copies is the node's -copies, for a group that does not set its own.
+func (g *GroupSpec) groupConfig(getter cache.Getter, copies int) cache.GroupConfig {
 	return cache.GroupConfig{
+		Copies:               cmp.Or(g.Copies, copies),
 		Name:                 g.Name,
 		Getter:               getter,
 		MaxBytes:             g.Bytes,
@@ -115,6 +118,7 @@ var settingOf = map[string]string{
 	"transport.PeerTimeout":       "peer-timeout",
 	"transport.LeaseTTL":          "copy-lease",
 	"transport.PurgeLease":        "purge-lease",
+	"transport.RepairRate":        "repair-rate",
 	"transport.DisableCoalescing": "coalesce-fetches",
 	"transport.Secrets":           "secret-file",
 	"transport.Max":               "max-conns",
@@ -134,6 +138,7 @@ var groupFieldOf = map[string]string{
 	"MaxBytes":             "bytes",
 	"HotBytes":             "hot-bytes",
 	"Policy":               "policy",
+	"Copies":               "copies",
 	"TTL":                  "ttl",
 	"NotFoundTTL":          "not-found-ttl",
 	"ErrorTTL":             "error-ttl",
@@ -237,7 +242,7 @@ func (c *Config) validateGroups() error {
 		}
 		err := g.validate()
 		if err == nil {
-			_, err = check.NewGroup(g.groupConfig(originAtStart))
+			_, err = check.NewGroup(g.groupConfig(originAtStart, c.Copies))
 		}
 		if errors.Is(err, cache.ErrGroupExists) {
 			err = errors.New("name: used by another group")

@@ -47,6 +47,8 @@ type Config struct {
 	PeerTimeout     time.Duration // how long a peer may stay silent
 	CopyLease       time.Duration // how long copies of a peer's values outlive contact with it
 	PurgeLease      time.Duration // how long a node serves from its caches without reading the purge log
+	Copies          int           // nodes that hold each value, for groups that do not say
+	RepairRate      int64         // bytes a second of copies sent after a membership change; negative: no bound
 	CoalesceFetches bool          // concurrent fetches to one peer share requests
 	MemoryLimit     int64         // soft memory limit: 0 derives it from the budgets, negative is none
 	Groups          []GroupSpec
@@ -90,6 +92,7 @@ type GroupSpec struct {
 	Bytes                int64
 	HotBytes             int64  // 0: Bytes/8; negative: no hot cache
 	Policy               string // "": cache.PolicySLRU
+	Copies               int    // 0: Config.Copies
 	TTL                  time.Duration
 	NotFoundTTL          time.Duration
 	ErrorTTL             time.Duration // 0: the cache's default; negative: off
@@ -148,6 +151,8 @@ func DefaultConfig() Config {
 		PeerTimeout:     tc.PeerTimeout,
 		CopyLease:       tc.LeaseTTL,
 		PurgeLease:      tc.PurgeLease,
+		Copies:          1,
+		RepairRate:      tc.RepairRate,
 		CoalesceFetches: !tc.DisableCoalescing,
 		Public: PublicConfig{
 			MaxConns:          transport.DefaultMaxConns,

@@ -56,7 +56,7 @@ func TestGroupFieldDefaults(t *testing.T) {
 		if err := g.validate(); err != nil {
 			t.Fatal(err)
 		}
-		grp, err := node.NewGroup(g.groupConfig(originAtStart))
+		grp, err := node.NewGroup(g.groupConfig(originAtStart, DefaultConfig().Copies))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,6 +154,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
 		PeerTimeout: time.Second, CopyLease: time.Second, PurgeLease: time.Minute, CoalesceFetches: true, Placement: "hashed", Positions: 16,
+		Copies: 1, RepairRate: DefaultConfig().RepairRate,
 		Public: DefaultConfig().Public,
 		Groups: []GroupSpec{
 			{Name: "a", Origin: "demo", Bytes: defaultGroupBytes, DemoSize: 256, DemoLatency: 20 * time.Millisecond},

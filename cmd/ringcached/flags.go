@@ -106,6 +106,19 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.PeerTimeout, v) }},
 	{name: "copy-lease", def: defaults.CopyLease.String(), usage: "how long a node serves copies of a peer's values after it last heard from that peer; a write waits at most this for a node it cannot reach",
 		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.CopyLease, v) }},
+	{name: "copies", def: "1", usage: "how many nodes hold each value (its owner and the next nodes that would own its key), so that a crash costs the origin nothing; a group's copies= overrides it",
+		set: func(c *Config, v string) error { return parseCopies(&c.Copies, v) }},
+	{name: "repair-rate", def: fmtBytes(transport.DefaultRepairRate), usage: "bytes a second of copies a node sends after a membership change to bring its keys back to -copies nodes; off: no bound",
+		set: func(c *Config, v string) error {
+			if v == "off" {
+				c.RepairRate = -1
+				return nil
+			}
+			if err := parseBytes(&c.RepairRate, v); err != nil || c.RepairRate == 0 {
+				return fmt.Errorf("%q: want a size a second like 32MiB, or off", v)
+			}
+			return nil
+		}},
 	{name: "purge-lease", def: defaults.PurgeLease.String(), usage: "with etcd: how long a node serves from its caches after it last read the purge log (itself or through a peer); a purge waits at most this for a node it cannot reach, and an etcd out of every node's reach for longer makes the nodes serve from the origin until it is back",
 		set: func(c *Config, v string) error { return parseNonZeroDuration(&c.PurgeLease, v) }},
 	{name: "coalesce-fetches", def: strconv.FormatBool(defaults.CoalesceFetches), usage: "while a fetch to a peer is in flight, send the next fetches to it together, in one request the peer answers from its caches (keys it must load are then fetched alone)",
@@ -185,6 +198,8 @@ var groupFields = []groupField{
 			}
 			return parseBytes(&g.HotBytes, v)
 		}},
+	{name: "copies", def: "the node's -copies", usage: "how many nodes hold each value of the group",
+		set: func(g *GroupSpec, v string) error { return parseCopies(&g.Copies, v) }},
 	{name: "policy", def: cache.PolicySLRU, usage: "which entries are evicted when the budget is full: slru (a key read twice outlives keys read once) or lru (the least recently used)",
 		set: func(g *GroupSpec, v string) error { g.Policy = v; return nil }}, // checked by cache.GroupConfig.Validate
 	{name: "ttl", def: "0s (until evicted)", usage: "how long a loaded value is served",
@@ -283,6 +298,14 @@ func parseBool(b *bool, v string) error {
 		return fmt.Errorf("%q: want true or false", v)
 	}
 	*b = x
+	return nil
+}
+
+// parseCopies reads a copies count: 1 to cache.MaxCopies.
+func parseCopies(n *int, v string) error {
+	if err := parseInt(n, v); err != nil || *n < 1 || *n > cache.MaxCopies {
+		return fmt.Errorf("%q: want 1 to %d", v, cache.MaxCopies)
+	}
 	return nil
 }
 

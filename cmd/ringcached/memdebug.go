@@ -129,6 +129,7 @@ type groupMemoryInfo struct {
 	Budget    int64  `json:"budget"`
 	MainBytes int64  `json:"main_bytes"`
 	HotBytes  int64  `json:"hot_bytes"`
+	CopyBytes int64  `json:"copy_bytes"` // other nodes' values held as an heir (copies > 1)
 	DeadBytes int64  `json:"dead_bytes"`
 	Items     int64  `json:"items"`
 }
@@ -162,10 +163,10 @@ func (n *node) serveMemory(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, g := range n.groups() {
 		st := g.Stats()
-		gi := groupMemoryInfo{Name: g.Name(), Budget: g.Config().MaxBytes, MainBytes: st.MainBytes, HotBytes: st.HotBytes, DeadBytes: st.DeadBytes, Items: st.MainItems + st.HotItems}
+		gi := groupMemoryInfo{Name: g.Name(), Budget: g.Config().MaxBytes, MainBytes: st.MainBytes, HotBytes: st.HotBytes, CopyBytes: st.CopyBytes, DeadBytes: st.DeadBytes, Items: st.MainItems + st.HotItems + st.CopyItems}
 		info.Groups = append(info.Groups, gi)
 		info.Budgets += gi.Budget
-		info.Accounted += gi.MainBytes + gi.HotBytes
+		info.Accounted += gi.MainBytes + gi.HotBytes + gi.CopyBytes
 		info.Dead += gi.DeadBytes
 	}
 	info.Need = needMemory(info.Budgets)

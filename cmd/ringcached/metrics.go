@@ -167,7 +167,9 @@ var (
 	descStale        = prometheus.NewDesc("ringcache_stale_served_total", "Values served past their expiry, within stale-while-revalidate or stale-if-error.", []string{"group"}, nil)
 	descEvictions    = prometheus.NewDesc("ringcache_evictions_total", "Entries evicted for space from the main and hot caches.", []string{"group"}, nil)
 	descPromotions   = prometheus.NewDesc("ringcache_hot_promotions_total", "Values fetched from a peer and kept in the hot cache.", []string{"group"}, nil)
-	descBytes        = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead).", []string{"group", "cache"}, nil)
+	descBytes        = prometheus.NewDesc("ringcache_bytes", "Bytes held (keys, values and per-entry overhead): main (keys this node owns), hot (copies of popular keys owned by peers), copies (other nodes' values this node holds as an heir, with copies > 1).", []string{"group", "cache"}, nil)
+	descCopies       = prometheus.NewDesc("ringcache_copies_total", "Copies of values (copies > 1): sent (of this node's values, taken by an heir), kept (taken from owners), promoted (became this node's values when it took their keys over), served (read while a key's owner could not be reached), repaired (sent after a membership change to bring keys back to copies nodes).", []string{"group", "event"}, nil)
+	descRepairBytes  = prometheus.NewDesc("ringcache_copies_repaired_bytes_total", "Value bytes of the copies sent after membership changes.", []string{"group"}, nil)
 	descItems        = prometheus.NewDesc("ringcache_items", "Entries held.", []string{"group", "cache"}, nil)
 	descMaxBytes     = prometheus.NewDesc("ringcache_max_bytes", "The group's memory budget (main and hot caches together).", []string{"group"}, nil)
 	descMembers      = prometheus.NewDesc("ringcache_members", "Members of the ring, this node included.", nil, nil)
@@ -187,7 +189,7 @@ var (
 
 // Describe sends the descriptors of every metric Collect sends.
 func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit, descLoadSlots, descLoadsQueued, descLoadsShed, descPurges, descPurged, descCurrent} {
+	for _, d := range []*prometheus.Desc{descGets, descPeerGets, descHits, descLoads, descNotFound, descErrors, descHandoffs, descStale, descEvictions, descPromotions, descBytes, descItems, descMaxBytes, descMembers, descVersion, descReady, descConnected, descConnsOpen, descConnsRefused, descMemLimit, descLoadSlots, descLoadsQueued, descLoadsShed, descPurges, descPurged, descCurrent, descCopies, descRepairBytes} {
 		ch <- d
 	}
 }
@@ -222,6 +224,16 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descBytes, s.HotBytes, name, "hot")
 		gauge(descItems, s.MainItems, name, "main")
 		gauge(descItems, s.HotItems, name, "hot")
+		if g.Config().Copies > 1 {
+			gauge(descBytes, s.CopyBytes, name, "copies")
+			gauge(descItems, s.CopyItems, name, "copies")
+			counter(descCopies, s.CopiesSent, name, "sent")
+			counter(descCopies, s.CopiesKept, name, "kept")
+			counter(descCopies, s.CopiesPromoted, name, "promoted")
+			counter(descCopies, s.CopiesServed, name, "served")
+			counter(descCopies, s.CopiesRepaired, name, "repaired")
+			counter(descRepairBytes, s.BytesRepaired, name)
+		}
 		gauge(descMaxBytes, g.Config().MaxBytes, name)
 		gauge(descLoadSlots, s.LoadsRunning, name, "running")
 		gauge(descLoadSlots, s.LoadsWaiting, name, "waiting")

@@ -194,7 +194,7 @@ func (n *node) addGroup(g GroupSpec) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.cache.NewGroup(g.groupConfig(n.metrics.timedGetter(g.Name, getter)))
+	_, err = n.cache.NewGroup(g.groupConfig(n.metrics.timedGetter(g.Name, getter), n.cfg.Copies))
 	return groupError(err)
 }
 

@@ -1,0 +1,201 @@
+package transport
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ringcache/ringcache/cache"
+)
+
+// withCopies gives the test group n copies.
+func withCopies(n int) func(*cache.GroupConfig) {
+	return func(c *cache.GroupConfig) { c.Copies = n }
+}
+
+// awaitCopies waits until every value the nodes own has copies-1 copies on
+// the others, and fails the test after a few seconds.
+func awaitCopies(t *testing.T, nodes []*testNode, copies int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var owned, held int64
+		for _, n := range nodes {
+			s := n.group.Stats()
+			owned += s.MainItems
+			held += s.CopyItems
+		}
+		if held == owned*int64(copies-1) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d copies of %d values after 10s, want %d", held, owned, owned*int64(copies-1))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// crash stops n's server at once, as a crash would: nothing is handed
+// over, and every request to it fails.
+func crash(n *testNode) {
+	n.srv.CloseClientConnections()
+	n.srv.Close()
+}
+
+// without returns nodes but the ones in gone.
+func without(nodes []*testNode, gone ...*testNode) []*testNode {
+	return slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return slices.Contains(gone, n) })
+}
+
+// TestCrashCostsNothingWithCopies: with copies=2 a warm node's crash costs
+// the origin nothing: while the crashed node is still in the others' rings
+// its keys are read from their heirs, and once the rings drop it each
+// heir serves the keys it took over from its copies. Repair then brings
+// every key back to two nodes, so a second crash costs nothing either.
+// With copies=1 the same crash costs a load per moved key (the test's
+// reference: it sees a crash).
+func TestCrashCostsNothingWithCopies(t *testing.T) {
+	t.Parallel()
+	for _, copies := range []int{1, 2} {
+		t.Run(fmt.Sprintf("copies=%d", copies), func(t *testing.T) {
+			t.Parallel()
+			nodes, loads := newCluster(t, 5, clusterOpts{group: withCopies(copies),
+				pool: func(_ int, c *Config) { c.PeerTimeout = time.Second }})
+			c := testClient(t)
+			keys := testKeys(1000)
+			warm(t, c, nodes, keys)
+			awaitCopies(t, nodes, copies)
+			before := loads.count()
+
+			dead := nodes[0]
+			moved := countOwned(dead, keys)
+			crash(dead)
+			rest := without(nodes, dead)
+			// Before the rings drop it: fetches to it fail, and its keys come
+			// from their heirs (copies=2) or the origin.
+			warm(t, c, rest, keys)
+			window := loads.count() - before
+			setRing(t, rest, rest)
+			warm(t, c, rest, keys)
+			after := loads.count() - before - window
+			promoted := sumCopyStats(rest).CopiesPromoted
+			t.Logf("copies=%d: %d keys moved; origin loads %d while the crashed node was in the rings, %d after; %d copies promoted",
+				copies, moved, window, after, promoted)
+			if copies == 1 {
+				if after == 0 && window == 0 {
+					t.Fatalf("a crash with one copy cost no origin load: the test does not crash")
+				}
+				return
+			}
+			if window != 0 || after != 0 || promoted != int64(moved) {
+				t.Fatalf("a crash with copies=2 cost %d + %d origin loads and promoted %d copies, want 0, 0 and %d", window, after, promoted, moved)
+			}
+
+			// Repair: every key on two nodes again, then a second crash.
+			awaitCopies(t, rest, copies)
+			second := rest[0]
+			crash(second)
+			rest = without(rest, second)
+			setRing(t, rest, rest)
+			before = loads.count()
+			warm(t, c, rest, keys)
+			s := sumCopyStats(rest)
+			t.Logf("second crash: %d origin loads; %d copies repaired (%d bytes)", loads.count()-before, s.CopiesRepaired, s.BytesRepaired)
+			if extra := loads.count() - before; extra != 0 || s.CopiesRepaired == 0 {
+				t.Fatalf("after repair a second crash cost %d origin loads (%d copies repaired), want 0", extra, s.CopiesRepaired)
+			}
+		})
+	}
+}
+
+// TestTwoCrashesWithThreeCopies: with copies=3, two nodes that crash at
+// once cost the origin nothing.
+func TestTwoCrashesWithThreeCopies(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 6, clusterOpts{group: withCopies(3)})
+	c := testClient(t)
+	keys := testKeys(600)
+	warm(t, c, nodes, keys)
+	awaitCopies(t, nodes, 3)
+	before := loads.count()
+	crash(nodes[0])
+	crash(nodes[1])
+	rest := nodes[2:]
+	setRing(t, rest, rest)
+	warm(t, c, rest, keys)
+	if extra := loads.count() - before; extra != 0 {
+		t.Fatalf("two crashes at once with copies=3 cost %d origin loads, want 0", extra)
+	}
+}
+
+// sumCopyStats adds the copy counters over nodes.
+func sumCopyStats(nodes []*testNode) cache.Stats {
+	var s cache.Stats
+	for _, n := range nodes {
+		st := n.group.Stats()
+		s.CopiesSent += st.CopiesSent
+		s.CopiesKept += st.CopiesKept
+		s.CopiesPromoted += st.CopiesPromoted
+		s.CopiesServed += st.CopiesServed
+		s.CopiesRepaired += st.CopiesRepaired
+		s.BytesRepaired += st.BytesRepaired
+	}
+	return s
+}
+
+// TestWritesSurviveACrash: a write is acknowledged once the key's heirs
+// hold it, so when its owner crashes right after, the next owner serves
+// the written value, and a removal is not undone by a copy of the value
+// it removed.
+func TestWritesSurviveACrash(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 4, clusterOpts{group: withCopies(2)})
+	c := testClient(t)
+	keys := testKeys(200)
+	warm(t, c, nodes, keys)
+	dead := nodes[0]
+	var written, removed []string
+	for _, k := range keys {
+		if dead.pool.Owner(k) != dead.url {
+			continue
+		}
+		via := nodes[1+len(written)%3]
+		if len(written) <= len(removed) {
+			if _, err := via.group.Set(t.Context(), k, cache.Value{Data: []byte("w:" + k)}); err != nil {
+				t.Fatal(err)
+			}
+			written = append(written, k)
+		} else {
+			if _, err := via.group.Remove(t.Context(), k); err != nil {
+				t.Fatal(err)
+			}
+			removed = append(removed, k)
+		}
+	}
+	if len(written) < 5 || len(removed) < 5 {
+		t.Fatalf("the crashed node owns too few keys: %d written, %d removed", len(written), len(removed))
+	}
+	crash(dead)
+	rest := nodes[1:]
+	setRing(t, rest, rest)
+	before := loads.count()
+	for i, k := range written {
+		v, err := rest[i%3].group.Get(t.Context(), k)
+		if err != nil || string(v.Data) != "w:"+k {
+			t.Fatalf("after the owner crashed, %q reads %q %v, want the acknowledged write %q", k, v.Data, err, "w:"+k)
+		}
+	}
+	if extra := loads.count() - before; extra != 0 {
+		t.Fatalf("reading %d written keys after the crash cost %d origin loads", len(written), extra)
+	}
+	for i, k := range removed {
+		v, err := rest[i%3].group.Get(t.Context(), k)
+		if err != nil || string(v.Data) != string(valueOf(k)) {
+			t.Fatalf("after the owner crashed, removed %q reads %q %v, want the origin's %q", k, v.Data, err, valueOf(k))
+		}
+	}
+	if extra := loads.count() - before; extra != len(removed) {
+		t.Fatalf("reading %d removed keys cost %d origin loads, want one each", len(removed), extra)
+	}
+}

@@ -67,8 +67,10 @@ func newHTTPTransport(cfg Config, dialer *net.Dialer) *http.Transport {
 // exchange, as a deadline on the connection and, when it ends earlier, by
 // expiring that deadline at once. A request whose reused connection turns
 // out to be closed by the peer before any byte of the response arrives is
-// sent once more on a new connection, as net/http does, if its method is
-// idempotent (every peer request's is).
+// sent once more on a new connection, as net/http does, if it is
+// idempotent (its method, or an Idempotency-Key header: every peer
+// request is). The other idle connections to that peer go too: a peer
+// that closed one has usually restarted, and closed them all.
 //
 // A directTransport is safe for concurrent use.
 type directTransport struct {
@@ -124,10 +126,11 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeRequestBody(req)
 			return nil, err
 		}
-		if !reused || began || retried || !idempotent(req.Method) || (req.Body != nil && req.GetBody == nil) {
+		if !reused || began || retried || !idempotent(req) || (req.Body != nil && req.GetBody == nil) {
 			closeRequestBody(req)
 			return nil, err
 		}
+		t.dropIdle(addr)
 		// The peer closed the idle connection just as we picked it. Send a
 		// copy with a fresh body: RoundTrip must not modify req.
 		if req.GetBody != nil {
@@ -323,12 +326,26 @@ func contextError(ctx context.Context, err error) error {
 	return nil
 }
 
-func idempotent(method string) bool {
-	switch method {
+// idempotent reports whether req may be sent again, by net/http's rule.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete, http.MethodOptions:
 		return true
 	}
-	return false
+	_, key := req.Header[hdrIdempotencyKey]
+	_, xkey := req.Header["X-Idempotency-Key"]
+	return key || xkey
+}
+
+// dropIdle closes the idle connections to addr.
+func (t *directTransport) dropIdle(addr string) {
+	t.mu.Lock()
+	list := t.idle[addr]
+	delete(t.idle, addr)
+	t.mu.Unlock()
+	for _, c := range list {
+		c.conn.Close()
+	}
 }
 
 func closeRequestBody(req *http.Request) {

@@ -212,6 +212,50 @@ func TestDirectRetriesClosedIdleConnection(t *testing.T) {
 	}
 }
 
+// TestDirectPeerRestarted: a peer that restarted has closed every
+// connection the pool keeps to it; the next request, a GET or a POST marked
+// with an Idempotency-Key (as every peer POST is), fails on one of them and
+// is sent again on a new connection, not on the next dead one.
+func TestDirectPeerRestarted(t *testing.T) {
+	t.Parallel()
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(20 * time.Millisecond) // so that the first requests overlap
+		fmt.Fprint(w, r.Method+string(b))
+	})
+	tr := testDirect(t)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, body, err := roundTrip(t.Context(), tr, srv.URL+"/k"); err != nil || body != "GET" {
+				t.Errorf("GET: %q %v", body, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := conns.Load(); n < 2 {
+		t.Fatalf("%d connections for 4 overlapping requests", n)
+	}
+	srv.CloseClientConnections() // the restart, as the pool sees it
+	time.Sleep(10 * time.Millisecond)
+	if _, body, err := roundTrip(t.Context(), tr, srv.URL+"/k"); err != nil || body != "GET" {
+		t.Fatalf("GET after the restart: %q %v", body, err)
+	}
+	srv.CloseClientConnections()
+	time.Sleep(10 * time.Millisecond)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+"/k", strings.NewReader("x"))
+	req.Header.Set("Idempotency-Key", "1")
+	res, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("POST with an Idempotency-Key after the restart: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if string(b) != "POSTx" {
+		t.Fatalf("POST after the restart: %q", b)
+	}
+}
+
 // TestDirectContextEnds: a canceled request and one past its deadline
 // return at once with the context's error while the peer stalls, and the
 // transport keeps working.

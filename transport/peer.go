@@ -309,6 +309,13 @@ func (pe *peer) do(ctx context.Context, r peerRequest) (err error) {
 	if c := cache.CallerOf(ctx); c != "" && r.method == http.MethodGet {
 		req.Header[hdrCaller] = []string{c}
 	}
+	if r.method == http.MethodPost {
+		// Every peer POST may be sent twice (a batch read, values handed
+		// over, copies, a purge): the header is how net/http, and our
+		// directTransport, know that a request whose reused connection
+		// turned out closed may go again on a new one.
+		req.Header[hdrIdempotencyKey] = idempotentYes
+	}
 	if r.header != nil {
 		r.header(req.Header)
 	}

@@ -79,6 +79,9 @@ const (
 	// (so a key without a caller after one with a caller counts as its).
 	// A scheduling hint, not signed, as hdrCaller.
 	hdrCallers = "X-Ringcache-Callers"
+	// hdrIdempotencyKey marks a POST that may be sent again (net/http's
+	// convention: its presence makes a request retryable).
+	hdrIdempotencyKey = "Idempotency-Key"
 	// hdrDate (Unix milliseconds), hdrNonce (random, once per request),
 	// hdrBodyHash (a PUT's hex SHA-256) and hdrSignature authenticate a
 	// peer request (Config.Secrets).
@@ -107,6 +110,7 @@ var (
 	handoffMarker = []string{"1"}
 	loadMissesYes = []string{"1"}
 	memberYes     = []string{"1"}
+	idempotentYes = []string{"1"}
 	memberNo      = []string{"0"}
 	scopeCopy     = []string{"copy"}
 )

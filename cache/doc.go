@@ -64,6 +64,18 @@
 // node whose Config.Current reports false, having possibly missed a purge,
 // serves nothing from its caches.
 //
+// # Copies on heirs
+//
+// With GroupConfig.Copies N > 1 and a PeerPicker that is a CopyPlacer, each
+// value this node owns is also kept on the key's N-1 heirs, the nodes that
+// would own it if the ones before them left, so that a crash of its owner
+// costs the origin nothing: a copy goes out after every store in the main
+// cache, and before a write is acknowledged; an heir keeps the newest copy
+// by the owner's stamp, never serves it while the owner is in its ring,
+// hands it to a node whose fetch from the owner failed, and moves it to its
+// main cache at the ring change that makes it the owner. Copies take
+// (N-1)/N of MaxBytes. copies.go has the whole life of a copy.
+//
 // # Hot keys
 //
 // A value fetched from its owner is kept in the hot cache, for HotTTL at

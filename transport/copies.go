@@ -121,13 +121,26 @@ func (p *Pool) RepairOnChange(node *cache.Node) {
 	var busy, more bool // guarded by mu
 	var last ring       // the ring the last complete repair ran under; only run touches it
 	run := func(ctx context.Context) {
+		tries := 0
 		for {
 			mu.Lock()
 			more = false
 			mu.Unlock()
 			st := p.state.Load()
 			if p.repair(ctx, st, node, last) {
-				last = st.ring
+				last, tries = st.ring, 0
+			} else if tries++; tries <= repairRetries {
+				// Refused or undelivered: again in a moment, unless a ring
+				// change comes first (its run covers this one's keys: last
+				// is unchanged).
+				select {
+				case <-time.After(repairRetryAfter):
+				case <-ctx.Done():
+					return
+				}
+				mu.Lock()
+				more = true
+				mu.Unlock()
 			}
 			mu.Lock()
 			if !more {
@@ -148,6 +161,15 @@ func (p *Pool) RepairOnChange(node *cache.Node) {
 	})
 }
 
+// A repair that was refused in part (an heir whose ring lagged) or not
+// delivered runs again after repairRetryAfter, at most repairRetries times
+// before the next ring change. A copy an heir refuses because it holds a
+// newer one is refused every time: a few retries bound that.
+const (
+	repairRetries    = 3
+	repairRetryAfter = time.Second
+)
+
 // repair sends each group's copies to the heirs that were not heirs of
 // their keys on before (every heir if before is nil), batched by heir, and
 // reports whether every batch was delivered.
@@ -165,7 +187,10 @@ func (p *Pool) repair(ctx context.Context, st *poolState, node *cache.Node, befo
 			cs := pending[pe]
 			delete(pending, pe)
 			delete(size, pe)
-			if _, err := pe.KeepCopies(ctx, g.Name(), cs); err != nil {
+			// An heir whose ring has not caught up with this one refuses
+			// copies of keys it is not an heir of yet: not complete, so
+			// that the repair runs again.
+			if kept, err := pe.KeepCopies(ctx, g.Name(), cs); err != nil || kept < len(cs) {
 				ok = false
 			}
 		}

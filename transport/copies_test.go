@@ -199,3 +199,20 @@ func TestWritesSurviveACrash(t *testing.T) {
 		t.Fatalf("reading %d removed keys cost %d origin loads, want one each", len(removed), extra)
 	}
 }
+
+// TestRepairWaitsForLaggingHeirs: after a crash, the survivors' rings do
+// not change at once; an heir whose ring lags refuses the copies of keys it
+// is not yet an heir of, and the repair runs again until it takes them.
+func TestRepairWaitsForLaggingHeirs(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 5, clusterOpts{group: withCopies(2)})
+	c := testClient(t)
+	warm(t, c, nodes, testKeys(500))
+	awaitCopies(t, nodes, 2)
+	crash(nodes[0])
+	rest := nodes[1:]
+	setRing(t, rest[1:], rest)
+	time.Sleep(300 * time.Millisecond) // the first repairs run, and rest[0] refuses
+	setRing(t, rest[:1], rest)
+	awaitCopies(t, rest, 2)
+}

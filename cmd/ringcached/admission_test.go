@@ -93,7 +93,11 @@ type testCluster struct {
 func (c *testCluster) restart(t testing.TB, i int) {
 	t.Helper()
 	c.nodes[i].stop(t.Context())
+	old := c.outs[i].String()
 	c.nodes[i], c.outs[i] = startTestNode(t, c.cfgs[i])
+	// The log goes on where the stopped process's ended, for a test that
+	// prints it.
+	c.outs[i].Write([]byte(old + "        --- restarted ---\n"))
 }
 
 // startCluster is startDefaultCluster with mod, if not nil, applied to each

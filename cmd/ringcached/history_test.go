@@ -103,7 +103,7 @@ func (h *history) closeOpen(end time.Time) {
 
 // runClients runs clients that read and write keys through random nodes
 // until stop is closed: 60% GET, 30% PUT of a value never written before,
-// 10% DELETE.
+// 10% DELETE; a write answered 503 is sent again (write).
 func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}) *history {
 	h := &history{}
 	var wg sync.WaitGroup
@@ -132,10 +132,10 @@ func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}
 					h.record(c, regInput{op: "get", key: key, node: node}, regOutput{value: body}, call, time.Now(), true)
 				case p < 9:
 					v := fmt.Sprintf("w-c%d-%d", c, n)
-					code, _ := r.do(http.MethodPut, url, v)
+					code := write(r, http.MethodPut, url, v)
 					h.record(c, regInput{op: "put", key: key, value: v, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
 				default:
-					code, _ := r.do(http.MethodDelete, url, "")
+					code := write(r, http.MethodDelete, url, "")
 					h.record(c, regInput{op: "delete", key: key, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
 				}
 			}
@@ -144,6 +144,21 @@ func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}
 	wg.Wait()
 	h.closeOpen(time.Now())
 	return h
+}
+
+// write sends a PUT or DELETE, again while it is answered 503 (the key's
+// owner is changing: README says to retry), for up to 2 s, as a client
+// following the API does. It is one operation: the same value each time,
+// from its first call to its last answer, whatever earlier tries did.
+func write(r *reader, method, url, body string) int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		code, _ := r.do(method, url, body)
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return code
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // etcdHealthy is etcd without a fault: the control of the history test.
@@ -228,12 +243,12 @@ func checkHistory(t *testing.T, h *history, o *countingOrigin) {
 func TestRollingRestartLinearizable(t *testing.T) {
 	if os.Getenv("RINGCACHE_RUN_KNOWN_FAILURES") == "" {
 		t.Skip(`known failure (issue 31, item 4), kept to be fixed, not to pass: ` +
-			`a rolling restart can still lose acknowledged writes, in the windows where the ` +
-			`nodes disagree about the ring. A node that restarts is in the others' rings before ` +
-			`it serves, so their fetches to it fall back to the origin after -peer-timeout; and ` +
-			`a leaving node routes by the ring without itself before the others do, so the next ` +
-			`owner it asks may still count it the owner and load the key as a fallback copy. ` +
-			`Both need routing that knows the ring versions. ` +
+			`a rolling restart can still lose an acknowledged write. With writes retried on 503, ` +
+			`as the API asks, porcupine finds a violation within seconds in most runs: a PUT ` +
+			`acknowledged just after the first node came back is read back as the origin's value ` +
+			`while the last node leaves, loaded by that leaving node. Not yet explained; suspects are ` +
+			`the values a leaving node hands over that their receivers refuse (it logs adopted < offered), ` +
+			`and reads that a leaving node still answers for keys whose values it handed over. ` +
 			`Set RINGCACHE_RUN_KNOWN_FAILURES=1 to run it.`)
 	}
 	t.Parallel()

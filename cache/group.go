@@ -385,8 +385,8 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	} else {
 		g.reclaim()
 		// Acknowledged once every heir that answers holds it (copies.go).
-		// One that does not lost its copy with the drop, so it holds no
-		// older value.
+		// One that takes no copy now lost its old one with the drop, or,
+		// if the drop did not reach it either, is named in Unreached.
 		g.sendCopy(ctx, key)
 	}
 	if err := g.retiredDuring(key); err != nil {

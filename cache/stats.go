@@ -15,7 +15,7 @@ type Stats struct {
 	LoadsDeduped  int64 // callers that shared another caller's load or fetch
 	NotFounds     int64 // origin said not found (including remembered ones)
 	Errors        int64 // Get calls that returned an error other than not-found
-	Evictions     int64 // entries evicted for space (main and hot)
+	Evictions     int64 // entries evicted for space (main, hot and copies)
 	HotPromotions int64 // values fetched from a peer and kept in the hot cache
 	TooLarge      int64 // values refused because they exceed MaxValueBytes
 	HandoffsTaken int64 // values of keys that moved here taken from their previous owner (fetched or adopted) instead of loaded
@@ -73,7 +73,7 @@ func (g *Group) Stats() Stats {
 		LoadsDeduped:  g.st.deduped.Load(),
 		NotFounds:     g.st.notFounds.Load(),
 		Errors:        g.st.errors.Load(),
-		Evictions:     g.main.evictions.Load() + g.hot.evictions.Load(),
+		Evictions:     g.main.evictions.Load() + g.hot.evictions.Load() + g.copies.evictions.Load(),
 		HotPromotions: g.st.hotPromotions.Load(),
 		TooLarge:      g.st.tooLarge.Load(),
 		HandoffsTaken: g.st.handoffsTaken.Load(),

@@ -165,7 +165,7 @@ func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 		return Value{}, ErrBadKey
 	}
 	owner, remote := g.pick(key)
-	v, err := g.serve(ctx, key, owner, remote, nil)
+	v, err := g.serve(ctx, key, owner, remote, true, nil)
 	if err != nil {
 		g.count(err)
 	}
@@ -191,11 +191,20 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 		return Value{}, ErrBadKey
 	}
 	_, remote := g.pick(key)
+	if remote && g.node.retired.Load() {
+		// A peer still counts this leaving node the owner: its values went
+		// to their next owners, where a write may have replaced them since,
+		// so neither they nor a load here may answer. The peer asks again
+		// once its ring has dropped this node (fetchPeer).
+		err := fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
+		g.count(err)
+		return Value{}, err
+	}
 	var hb *heartbeat
 	if beat != nil {
 		hb = &heartbeat{interval: interval, beat: beat}
 	}
-	v, err := g.serve(ctx, key, nil, remote, hb)
+	v, err := g.serve(ctx, key, nil, remote, false, hb)
 	if err != nil {
 		g.count(err)
 	}
@@ -216,14 +225,24 @@ func copyForPeer(v Value, loaded int64, bound time.Duration) Value {
 }
 
 // serve is Get and getLocal after the key's owner is known: owner is nil
-// for getLocal, which loads rather than asks the owner. A value past its
-// expiry is served within its stale windows: within stale-while-revalidate
-// at once, while one background load refreshes it; within stale-if-error
-// only when the load fails.
-func (g *Group) serve(ctx context.Context, key string, owner Peer, remote bool, hb *heartbeat) (Value, error) {
+// for getLocal, which loads rather than asks the owner (fetch is false). A
+// value past its expiry is served within its stale windows: within
+// stale-while-revalidate at once, while one background load refreshes it;
+// within stale-if-error only when the load fails.
+func (g *Group) serve(ctx context.Context, key string, owner Peer, remote, fetch bool, hb *heartbeat) (Value, error) {
 	if !remote {
+		ring := g.ring.Load()
 		if err := g.awaitWrite(ctx, key, hb); err != nil {
 			return Value{}, err
+		}
+		// A write can take a second (a node it waited for); a ring change
+		// meanwhile may have moved key away, with its value: ask the new
+		// owner rather than load the origin's value in place of a write.
+		// A peer's request (no fetch) is told to ask again (fetchPeer).
+		if g.ring.Load() != ring {
+			if owner, remote = g.pick(key); remote && !fetch {
+				return Value{}, fmt.Errorf("%w: %q: the ring changed while a write of it was applied here", ErrNotOwner, key)
+			}
 		}
 	}
 	var clk clock
@@ -1213,6 +1232,7 @@ func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error)
 // the hot cache if the key is popular (the rule is in doc.go), and loads the
 // key locally if the peer cannot answer.
 func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
+	ring := g.ring.Load()
 	gd, keep := g.takeGuard(g.loadGuard(key))
 	if v, err, ok := g.lookup(key, true); ok {
 		return v, err
@@ -1236,6 +1256,18 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 			g.keepHot(key, v, peer, gd)
 		}
 		return v, nil
+	case errors.Is(err, ErrNotOwner):
+		// The peer does not own key by its own ring (it is leaving): ask
+		// whoever owns it once this node's ring has changed too. A load
+		// here would serve the origin's value in place of a write.
+		if g.awaitRing(ring, ownerMoveWait) {
+			if next, remote := g.pick(key); remote {
+				return g.fetchPeer(ctx, key, next)
+			}
+			c, _ := g.loads.do(context.WithoutCancel(ctx), key, func() (Value, error) { return g.loadOrigin(context.WithoutCancel(ctx), key) })
+			<-c.done
+			return c.val, c.err
+		}
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
 		errors.Is(err, ErrOverloaded):
 		// The owner answered: its origin has no such key, or failed, or is
@@ -1261,6 +1293,24 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 	<-c.done
 	return c.val, c.err
+}
+
+// ownerMoveWait bounds how long a fetch that a leaving owner refused waits
+// for this node's ring to drop that owner: a membership change reaches
+// every ring within milliseconds; past it the fetch falls back to a load.
+const ownerMoveWait = time.Second
+
+// awaitRing waits until the group's ring counter is past ring, at most d,
+// and reports whether it is.
+func (g *Group) awaitRing(ring uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for g.ring.Load() == ring {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
 }
 
 // keepHot keeps v, just fetched from peer, in the hot cache if the rule in

@@ -288,3 +288,113 @@ func TestGracefulLeaveDrainsRanges(t *testing.T) {
 		})
 	}
 }
+
+// TestLeavingNodeSendsReadersOn: a node whose ring still counts a leaving
+// node as a key's owner asks it, and is told to ask again (421) rather
+// than served the origin's value, which a leaving node would load in place
+// of a write it handed over; once its ring drops the leaver it reads the
+// written value from the new owner, with no origin load.
+func TestLeavingNodeSendsReadersOn(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 3, clusterOpts{group: noHotCache})
+	leaver := nodes[2]
+	var key string
+	for _, k := range testKeys(100) {
+		if leaver.pool.Owner(k) == leaver.url {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("the leaver owns none of 100 keys")
+	}
+	if _, err := nodes[0].group.Set(t.Context(), key, cache.Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	next, laggard := nodes[0], nodes[1]
+	if after := ringWithout(leaver.pool.state.Load().ring, leaver.url); after.Get(key) != next.url {
+		next, laggard = nodes[1], nodes[0]
+	}
+	// The leave as Node.Shutdown makes it: the others but the laggard drop
+	// the leaver, which routes by the ring without itself, retires and
+	// hands its values over.
+	setRing(t, []*testNode{next}, []*testNode{nodes[0], nodes[1]})
+	leaver.pool.leaveRing()
+	leaver.node.Retire()
+	if st := leaver.pool.Drain(t.Context(), leaver.node, 0); st.Adopted != 1 {
+		t.Fatalf("drain %+v, want the written value adopted", st)
+	}
+	before := loads.count()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		setRing(t, []*testNode{laggard}, []*testNode{nodes[0], nodes[1]})
+	}()
+	v, err := laggard.group.Get(t.Context(), key)
+	if err != nil || string(v.Data) != "written" {
+		t.Fatalf("read through a node whose ring still has the leaver: %q %v, want the written value", v.Data, err)
+	}
+	if n := loads.count() - before; n != 0 {
+		t.Fatalf("%d origin loads, want 0", n)
+	}
+}
+
+// TestReadAfterAWriteOutlivedItsRing: a read at a key's owner waits for a
+// write of the key in progress there (one held up by a paused node); if
+// the ring moves the key meanwhile, the read asks the new owner, which
+// takes the value over, rather than loading the origin's value in place
+// of the one acknowledged before.
+func TestReadAfterAWriteOutlivedItsRing(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 4, clusterOpts{
+		pool: func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = 300*time.Millisecond, time.Second },
+	})
+	a, b, c, d := nodes[0], nodes[1], nodes[2], nodes[3]
+	three := []*testNode{a, b, c}
+	setRing(t, three, three)
+	setRing(t, []*testNode{d}, []*testNode{d})
+	all := ringOf(nodes)
+	var key string
+	for _, k := range testKeys(1000) {
+		if a.pool.Owner(k) == a.url && all.Get(k) == d.url {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key moves from a to d")
+	}
+	if _, err := a.group.Set(t.Context(), key, cache.Value{Data: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.group.Get(t.Context(), key); err != nil || string(v.Data) != "v1" {
+		t.Fatalf("b reads %q %v", v.Data, err) // b now holds a copy under a's lease
+	}
+	before := loads.count()
+	b.gate.pause()
+	defer b.gate.resume()
+	go a.group.Set(t.Context(), key, cache.Value{Data: []byte("v2")}) // waits for b
+	time.Sleep(100 * time.Millisecond)
+	read := make(chan string, 1)
+	go func() {
+		v, err := a.group.Get(t.Context(), key)
+		read <- fmt.Sprintf("%s %v", v.Data, err)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	setRing(t, nodes, nodes)
+	if got := <-read; got != "v1 <nil>" && got != "v2 <nil>" {
+		t.Fatalf("a read that waited for the write reads %q, want v1 (or the write's v2)", got)
+	}
+	if n := loads.count() - before; n != 0 {
+		t.Fatalf("%d origin loads, want 0", n)
+	}
+}
+
+// ringOf is the ring the nodes build from these members.
+func ringOf(members []*testNode) *consistenthash.Map {
+	cfg := members[0].pool.Config()
+	m := consistenthash.New(cfg.Replicas, cfg.Hash)
+	for _, n := range members {
+		m.Add(n.url)
+	}
+	return m
+}

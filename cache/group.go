@@ -1258,15 +1258,20 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 		return v, nil
 	case errors.Is(err, ErrNotOwner):
 		// The peer does not own key by its own ring (it is leaving): ask
-		// whoever owns it once this node's ring has changed too. A load
-		// here would serve the origin's value in place of a write.
-		if g.awaitRing(ring, ownerMoveWait) {
-			if next, remote := g.pick(key); remote {
-				return g.fetchPeer(ctx, key, next)
-			}
+		// whoever owns it by this node's ring, once that has changed too
+		// (it may have before this fetch began). A load here would serve
+		// the origin's value in place of a write.
+		next, remote := g.pick(key)
+		if remote && next.String() == peer.String() && g.awaitRing(ring, ownerMoveWait) {
+			next, remote = g.pick(key)
+		}
+		switch {
+		case !remote:
 			c, _ := g.loads.do(context.WithoutCancel(ctx), key, func() (Value, error) { return g.loadOrigin(context.WithoutCancel(ctx), key) })
 			<-c.done
 			return c.val, c.err
+		case next.String() != peer.String():
+			return g.fetchPeer(ctx, key, next)
 		}
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
 		errors.Is(err, ErrOverloaded):

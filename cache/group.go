@@ -347,9 +347,10 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 	// Drop the local copy before and after: a Get between the two may
 	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
 	// stores, 2: keeps old hot), and the second drop removes it.
+	ring := g.ring.Load()
 	g.invalidate(key)
 	res, err := peer.Store(ctx, g.cfg.Name, key, v)
-	g.invalidate(key)
+	g.forwarded(key, ring)
 	if err != nil {
 		return res, fmt.Errorf("cache: set %q at %s: %w", key, peer, err)
 	}
@@ -440,9 +441,10 @@ func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
 	if !remote {
 		return g.removeLocal(ctx, key)
 	}
+	ring := g.ring.Load()
 	g.invalidate(key)
 	res, err := owner.Remove(ctx, g.cfg.Name, key)
-	g.invalidate(key)
+	g.forwarded(key, ring)
 	if err != nil {
 		return res, fmt.Errorf("cache: remove %q at %s: %w", key, owner, err)
 	}
@@ -477,6 +479,33 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 		return WriteResult{}, err
 	}
 	return res, nil
+}
+
+// forwarded is the second drop of a write that this node sent to key's
+// owner, begun under ring. If the ring changed meanwhile, the drop voids
+// what began before it (the epoch) but records no write here: this node
+// applied none, and were it to own key now, a recorded write would make it
+// refuse the written value that the old owner hands over (Adopt, pull) and
+// load the origin's in its place. So the stripe's epoch moves with its
+// snapshot, unless the written set has overflowed and the stripes are all
+// that records the writes here.
+func (g *Group) forwarded(key string, ring uint64) {
+	if g.ring.Load() == ring {
+		g.invalidate(key)
+		return
+	}
+	i := maphash.String(g.seed, key) % epochStripes
+	g.writtenMu.Lock()
+	e := g.epochs[i].Add(1)
+	if g.written != nil {
+		g.snap[i].Store(e)
+	}
+	g.writtenMu.Unlock()
+	g.loads.forget(key, nil)
+	g.fetches.forget(key, nil)
+	g.failed.forget(key)
+	g.hot.remove(key)
+	g.handoff.remove(key)
 }
 
 // writes are the writes of one key in progress at its owner.

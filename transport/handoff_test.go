@@ -398,3 +398,54 @@ func ringOf(members []*testNode) *consistenthash.Map {
 	}
 	return m
 }
+
+// TestWriteThroughTheNextOwner: a write sent through the node that is about
+// to take its key over is applied by the current owner, which then leaves
+// and hands the written value over; the forwarding node, whose ring made it
+// the owner while the write was on its way, takes the value over and
+// serves it, rather than counting the write it only forwarded as its own
+// and loading the origin's value in its place.
+func TestWriteThroughTheNextOwner(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 3, clusterOpts{
+		pool: func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = 300*time.Millisecond, time.Second },
+	})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var key string
+	for _, k := range testKeys(1000) {
+		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key of a goes to b")
+	}
+	if v, err := c.group.Get(t.Context(), key); err != nil || string(v.Data) != string(valueOf(key)) {
+		t.Fatalf("c reads %q %v", v.Data, err) // c holds a copy under a's lease
+	}
+	before := loads.count()
+	c.gate.pause() // a's write waits for c, about PeerTimeout + LeaseTTL
+	written := make(chan error, 1)
+	go func() {
+		_, err := b.group.Set(t.Context(), key, cache.Value{Data: []byte("written")})
+		written <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	setRing(t, []*testNode{b}, []*testNode{b, c}) // a leaves: b's ring drops it first
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	c.gate.resume()
+	setRing(t, []*testNode{c}, []*testNode{b, c})
+	a.pool.leaveRing()
+	a.node.Retire()
+	st := a.pool.Drain(t.Context(), a.node, 0)
+	v, err := b.group.Get(t.Context(), key)
+	if err != nil || string(v.Data) != "written" {
+		t.Fatalf("b, the new owner, reads %q %v, want the written value (drain %+v)", v.Data, err, st)
+	}
+	if n := loads.count() - before; n != 0 {
+		t.Fatalf("%d origin loads, want 0", n)
+	}
+}

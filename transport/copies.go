@@ -3,7 +3,9 @@ package transport
 import (
 	"context"
 	"encoding/binary"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -49,15 +51,7 @@ func (p *Pool) Heirs(key string, n int) (heirs []cache.Peer, self bool) {
 // key's owner there.
 func isHeir(r ring, key string, n int, from, self string) bool {
 	names := r.Heirs(key, n)
-	if len(names) < 2 || names[0] != from {
-		return false
-	}
-	for _, name := range names[1:] {
-		if name == self {
-			return true
-		}
-	}
-	return false
+	return len(names) > 1 && names[0] == from && slices.Contains(names[1:], self)
 }
 
 // KeepCopies sends copies of values this node owns to the peer, an heir of
@@ -194,7 +188,7 @@ func (p *Pool) repair(ctx context.Context, st *poolState, node *cache.Node, befo
 				ok = false
 			}
 		}
-		g.RepairCopies(1<<31-1, func(heir cache.Peer, c cache.Copy) bool {
+		g.RepairCopies(math.MaxInt, func(heir cache.Peer, c cache.Copy) bool {
 			if ctx.Err() != nil {
 				return false
 			}

@@ -41,9 +41,51 @@
 // entry is served only while the node's Tenure holds and under the term it
 // was stored in, and a ring change drops the entries of keys the node no
 // longer owns (loads that straddle it are not stored), so a node that lost
-// and regained a key never serves what it held before. A write lives only
-// in its owner's memory: when ownership moves or the entry is evicted, the
-// key is read through from the origin again.
+// and regained a key never serves what it held before. A written value
+// lives in its owner's memory, and in its heirs' with Copies > 1: a ring
+// change hands it to the key's next owner, as it hands loaded values; when
+// its owner evicts it, or crashes without copies, the key is read through
+// from the origin again.
+//
+// # The life of an entry
+//
+// On one node, a key's value is in one of these states. Each names the
+// cache that holds it and what must still hold for the node to serve it:
+//
+//	state          held in            served while
+//	absent         -                  (a Get loads or fetches it)
+//	loading        a flight           (never stored if its guard broke)
+//	owned          main cache         this node owns the key, its term holds, it is current
+//	handed off     hand-off cache     never served; given to the key's new owner
+//	hot copy       hot cache          the owner's contact lease holds, HotTTL
+//	fallback copy  hot cache          the owner is out of contact, FallbackTTL
+//	heir's copy    copies cache       never served while the owner is in the ring
+//	failed         failures           ErrorTTL (the error is served, not a value)
+//
+// And these events move it:
+//
+//	event                               from -> to
+//	a miss at the owner                 absent -> loading -> owned (or failed)
+//	a miss elsewhere                    absent -> loading (a fetch) -> hot copy, or fallback copy
+//	                                    when the owner cannot be reached
+//	a write at the owner (Set, Remove)  any -> owned (or absent); a load in flight loses its guard
+//	the owner's drop after a write      hot copy, fallback copy, heir's copy -> absent
+//	a ring change moves the key away    owned -> handed off -> absent when the window ends
+//	a ring change makes this node owner hot copy -> absent; heir's copy -> owned;
+//	                                    absent -> owned when the old owner hands it over (Adopt)
+//	a tenure change (Config.Tenure)     owned -> unservable (its stamp is the old term)
+//	a purge                             any -> absent; loads in flight lose their guard
+//	eviction, expiry                    any -> absent (expiry: after its stale windows)
+//
+// A store happens only under a guard taken when the load, fetch or write
+// began (guard, in lru.go): the key's write epoch (a write bumped it), the
+// ring counter (a ring change bumped it) and, for a value taken from
+// another node, the purge generation. The hand-off window adds one rule:
+// a value handed over is not taken for a key written here since the ring
+// change (written, snap). Files follow the paths: group.go reads, write.go
+// writes, load.go origin loads and peer fetches, handoff.go ring changes,
+// hot.go hot copies, copies.go heirs' copies, purge.go purges, lru.go and
+// pages.go the byte-bounded store.
 //
 // A failed origin load is not a value, but it is remembered for ErrorTTL:
 // callers in between get the same error, and a failing origin is asked once

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -329,601 +330,9 @@ func (g *Group) revalidate(key string) {
 	g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
 }
 
-// Set writes v as key's value at key's owner (this node or a peer), which
-// stores it and drops every copy on the other nodes before Set returns: once
-// Set returns nil, no node serves the old value (see WriteResult for nodes
-// that could not be reached). It returns ErrBadKey for an empty key and
-// ErrTooLarge for a value over MaxValueBytes before contacting anyone, and an
-// error (ErrNotOwner while a membership change settles) when the owner did
-// not apply the write. A v with NoStore removes key's value instead.
-func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, error) {
-	if err := g.checkSet(key, v); err != nil {
-		return WriteResult{}, err
-	}
-	peer, remote := g.pick(key)
-	if !remote {
-		return g.setLocal(ctx, key, v)
-	}
-	// Drop the local copy before and after: a Get between the two may
-	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
-	// stores, 2: keeps old hot), and the second drop removes it.
-	ring := g.ring.Load()
-	g.invalidate(key)
-	res, err := peer.Store(ctx, g.cfg.Name, key, v)
-	g.forwarded(key, ring)
-	if err != nil {
-		return res, fmt.Errorf("cache: set %q at %s: %w", key, peer, err)
-	}
-	return res, nil
-}
-
-// setLocal applies a write of key as its owner: the transport calls it for
-// a Store that came from a peer, and Set for keys this node owns. It stores
-// v in the main cache, then drops key's copies on every other node
-// (PeerPicker.DropCopies). v.Expires, or else the group's TTL, sets its
-// expiry; a v with NoStore, or one that has already expired, removes key's
-// value instead. A load of key in progress is not cached when it completes,
-// so it cannot overwrite v. Errors: ErrBadKey, ErrTooLarge, and ErrNotOwner
-// when this node does not own key by its ring, or the ring changed while
-// the write was applied (nothing is stored then).
-func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
-	if err := g.checkSet(key, v); err != nil {
-		return WriteResult{}, err
-	}
-	gd, term, err := g.ownerGuard(key)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	// The old value stays until the new one replaces it, so that a Get
-	// meanwhile reads one or the other and never loads the origin's; loads
-	// in flight are voided (the epoch) and one that begins now cannot store
-	// over the write (lru.add: an entry newer than the load).
-	g.fence(key)
-	// Every copy goes before the new value is served anywhere: were it
-	// stored first, a node could serve its old copy after another had
-	// served the new value (a read going back in time).
-	g.beginWrite(key)
-	defer g.endWrite(key)
-	g.awaitCopies(ctx, key) // no copy sent before the write lands after its drop
-	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
-	if err := ctx.Err(); err != nil {
-		return WriteResult{}, err // not applied: a copy may not have been dropped
-	}
-	now := time.Now()
-	if v.Expires.IsZero() && g.cfg.TTL > 0 {
-		v.Expires = now.Add(g.cfg.TTL)
-	}
-	if !g.storable(v, now) {
-		// A removal, as removeLocal's; the hand-off cache too, where a ring
-		// change meanwhile may have moved the old value.
-		g.main.remove(key)
-		g.handoff.remove(key)
-	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
-		// Not applied (the ring changed): the old value, wherever the
-		// change left it, is still the key's.
-		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
-	} else {
-		g.reclaim()
-		// Acknowledged once every heir that answers holds it (copies.go).
-		// One that takes no copy now lost its old one with the drop, or,
-		// if the drop did not reach it either, is named in Unreached.
-		g.sendCopy(ctx, key)
-	}
-	if err := g.retiredDuring(key); err != nil {
-		return WriteResult{}, err
-	}
-	return res, nil
-}
-
-// retiredDuring returns ErrNotOwner if the node retired (Node.Retire) while
-// it applied a write of key that began before: the values it hands over
-// may have been taken before the write landed, and its next owner would
-// then serve the value the write replaced. Not acknowledged, the write is
-// one whose outcome the client does not know, as after a timeout. Retire
-// comes before the hand-off, and this check after the write's last step,
-// so a write that passes it is in what the node hands over.
-func (g *Group) retiredDuring(key string) error {
-	if g.node.retired.Load() {
-		return fmt.Errorf("%w: %q: this node began leaving during the write", ErrNotOwner, key)
-	}
-	return nil
-}
-
-// Remove drops key at its owner (this node or a peer), which drops every
-// copy on the other nodes before Remove returns, as Set does. It returns
-// ErrBadKey for an empty key, and an error when the owner did not apply the
-// removal (it was unreachable, or ErrNotOwner).
-func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
-	if key == "" {
-		return WriteResult{}, ErrBadKey
-	}
-	owner, remote := g.pick(key)
-	if !remote {
-		return g.removeLocal(ctx, key)
-	}
-	ring := g.ring.Load()
-	g.invalidate(key)
-	res, err := owner.Remove(ctx, g.cfg.Name, key)
-	g.forwarded(key, ring)
-	if err != nil {
-		return res, fmt.Errorf("cache: remove %q at %s: %w", key, owner, err)
-	}
-	return res, nil
-}
-
-// removeLocal applies a removal of key as its owner: the transport calls it
-// for a Remove that came from a peer. It drops key here, then on every other
-// node (PeerPicker.DropCopies). Errors: ErrBadKey, and ErrNotOwner when this
-// node does not own key (nothing is dropped then).
-func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error) {
-	if key == "" {
-		return WriteResult{}, ErrBadKey
-	}
-	if _, _, err := g.ownerGuard(key); err != nil {
-		return WriteResult{}, err
-	}
-	// The value goes here first, unlike setLocal's: reads of key here wait
-	// for the write anyway, and a ring change while the copies are dropped
-	// would otherwise move the removed value to the hand-off cache, for the
-	// key's next owner to take after the removal was acknowledged.
-	g.invalidate(key)
-	g.beginWrite(key)
-	defer g.endWrite(key)
-	g.awaitCopies(ctx, key)
-	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
-	if err := ctx.Err(); err != nil {
-		return WriteResult{}, err
-	}
-	g.handoff.remove(key)
-	if err := g.retiredDuring(key); err != nil {
-		return WriteResult{}, err
-	}
-	return res, nil
-}
-
-// forwarded is the second drop of a write that this node sent to key's
-// owner, begun under ring. If the ring changed meanwhile, the drop voids
-// what began before it (the epoch) but records no write here: this node
-// applied none, and were it to own key now, a recorded write would make it
-// refuse the written value that the old owner hands over (Adopt, pull) and
-// load the origin's in its place. So the stripe's epoch moves with its
-// snapshot, unless the written set has overflowed and the stripes are all
-// that records the writes here.
-func (g *Group) forwarded(key string, ring uint64) {
-	if g.ring.Load() == ring {
-		g.invalidate(key)
-		return
-	}
-	i := maphash.String(g.seed, key) % epochStripes
-	g.writtenMu.Lock()
-	e := g.epochs[i].Add(1)
-	if g.written != nil {
-		g.snap[i].Store(e)
-	}
-	g.writtenMu.Unlock()
-	g.loads.forget(key, nil)
-	g.fetches.forget(key, nil)
-	g.failed.forget(key)
-	g.hot.remove(key)
-	g.handoff.remove(key)
-}
-
-// writes are the writes of one key in progress at its owner.
-type writes struct {
-	n    int
-	done chan struct{} // closed when the last ends
-}
-
-// beginWrite marks key as being written by this node, its owner, until
-// endWrite. Meanwhile reads of key here wait for the write (awaitWrite):
-// the value the write replaces is not served once the write began, so that
-// no node can take a copy of it while the write drops the copies, and no
-// caller can join a fetch answered with it after the write is done.
-func (g *Group) beginWrite(key string) {
-	g.writingMu.Lock()
-	if g.writing == nil {
-		g.writing = map[string]*writes{}
-	}
-	w := g.writing[key]
-	if w == nil {
-		w = &writes{done: make(chan struct{})}
-		g.writing[key] = w
-	}
-	w.n++
-	g.writingN.Add(1)
-	g.writingMu.Unlock()
-}
-
-func (g *Group) endWrite(key string) {
-	// A load that overlapped the write may carry what the write replaced:
-	// its guard fails, so that it is neither stored nor copied (loadOrigin),
-	// and no caller after the write joins it (a stale-while-revalidate
-	// refresh can begin after the fence, which forgot the loads before).
-	g.epoch(key).Add(1)
-	g.loads.forget(key, nil)
-	g.fetches.forget(key, nil)
-	g.writingMu.Lock()
-	w := g.writing[key]
-	if w.n--; w.n == 0 {
-		delete(g.writing, key)
-		close(w.done)
-	}
-	g.writingN.Add(-1)
-	g.writingMu.Unlock()
-}
-
-// writeDone returns a channel closed when the writes of key in progress
-// here end, or nil if there are none.
-func (g *Group) writeDone(key string) <-chan struct{} {
-	if g.writingN.Load() == 0 {
-		return nil
-	}
-	g.writingMu.Lock()
-	defer g.writingMu.Unlock()
-	if w := g.writing[key]; w != nil {
-		return w.done
-	}
-	return nil
-}
-
-// beingWritten reports whether key is between beginWrite and endWrite.
-func (g *Group) beingWritten(key string) bool { return g.writeDone(key) != nil }
-
-// awaitWrite waits until no write of key is in progress here, beating with
-// hb meanwhile (a peer's request must not look hung), or until ctx ends.
-// A write takes one round of drops to the other nodes: milliseconds, or
-// about PeerTimeout + the copy lease when one of them cannot be reached.
-func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error {
-	done := g.writeDone(key)
-	if done == nil {
-		return nil
-	}
-	var tick <-chan time.Time
-	if hb != nil {
-		hb.beat()
-		t := time.NewTicker(hb.interval)
-		defer t.Stop()
-		tick = t.C
-	}
-	for done != nil {
-		select {
-		case <-done:
-			done = g.writeDone(key) // a write that began meanwhile
-		case <-tick:
-			hb.beat()
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
-// dropLocal drops this node's copies of key (main, hot and an heir's) and nothing
-// else: the transport calls it for a Drop that came from the key's owner
-// after a write. A load or fetch of key in progress is not cached when it
-// completes, and callers that arrive after dropLocal start a new one rather
-// than joining it.
-func (g *Group) dropLocal(key string) {
-	g.invalidate(key)
-	// Only the owner drops an heir's copy: a write through this node
-	// invalidates its own caches (Set) but must leave the copy, which the
-	// owner replaces with the written value.
-	g.copies.remove(key)
-}
-
-// ownerGuard checks that this node owns key and may act as its owner, and
-// returns the guard and term a write stores under.
-func (g *Group) ownerGuard(key string) (guard, uint64, error) {
-	gd := guard{ring: &g.ring, wantRing: g.ring.Load()}
-	if _, remote := g.pick(key); remote {
-		return gd, 0, fmt.Errorf("%w: %q", ErrNotOwner, key)
-	}
-	if g.node.retired.Load() {
-		return gd, 0, fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
-	}
-	term, ok := g.term()
-	if !ok {
-		return gd, 0, fmt.Errorf("%w: %q: this node's registration may have lapsed", ErrNotOwner, key)
-	}
-	return gd, term, nil
-}
-
-// term returns the node's tenure (Config.Tenure).
-func (g *Group) term() (uint64, bool) {
-	if g.tenure == nil {
-		return 0, true
-	}
-	return g.tenure()
-}
-
-// invalidate bumps key's epoch, forgets its flights and remembered failure
-// and drops its entries, in that order (see lru.add for why the order makes
-// a racing load harmless).
-func (g *Group) invalidate(key string) {
-	g.fence(key)
-	g.main.remove(key)
-}
-
-// fence is invalidate but for the main cache's entry, which a write
-// replaces rather than drops first.
-func (g *Group) fence(key string) {
-	g.noteWrite(key)
-	g.epoch(key).Add(1)
-	g.loads.forget(key, nil)
-	g.fetches.forget(key, nil)
-	g.failed.forget(key)
-	g.hot.remove(key)
-	g.handoff.remove(key)
-}
-
-// ringChanged sets aside what the node may no longer serve after a ring
-// change: main-cache entries of keys it no longer owns move to the hand-off
-// cache (or are dropped, without hand-off), where they are only handed to
-// their new owners and never served again here (were this node to own such
-// a key again later, a write made at the other owner in between would be
-// lost); hot copies of keys it now owns are dropped. The ring generation is
-// bumped first, so that a load that began under the old ring and completes
-// after the sweep is not stored: 1: load of k begins (owner), 2: ring moves
-// k away, sweep, 1: load stores k in main, 3: ring moves k back, 1 serves
-// its pre-move value.
-func (g *Group) ringChanged() {
-	g.handoffMu.Lock()
-	defer g.handoffMu.Unlock()
-	g.ring.Add(1)
-	g.pulls.Clear() // counts of the last window, for members that may have left
-	g.writtenMu.Lock()
-	for i := range g.epochs {
-		g.snap[i].Store(g.epochs[i].Load())
-	}
-	g.written = map[string]struct{}{}
-	g.writtenMu.Unlock()
-	remote := func(key string) bool { _, r := g.pick(key); return r }
-	moved := g.main.takeIf(remote)
-	// A hot copy is served under its owner's contact lease: once another
-	// node owns the key, writes go there, and the old owner's lease says
-	// nothing of them. So copies of keys that moved between two other nodes
-	// go too, with those of keys this node now owns.
-	prev, _ := g.peers.(Handoffer)
-	g.hot.removeIf(func(key string) bool {
-		if !remote(key) {
-			return true
-		}
-		if prev != nil {
-			_, movedAway := prev.PreviousOwner(key)
-			return movedAway
-		}
-		return false
-	})
-	g.handoff.removeIf(func(key string) bool { return !remote(key) })
-	term, current := g.term()
-	g.settleCopies(guard{ring: &g.ring, wantRing: g.ring.Load()}, term, current)
-	window := g.node.handoff
-	if window <= 0 || g.node.closed.Load() {
-		return
-	}
-	for _, m := range moved {
-		if !m.e.notFound {
-			g.handoff.add(m.key, m.e, guard{})
-		}
-	}
-	held, _ := g.handoff.usage()
-	held += g.handoff.deadBytes()
-	g.main.setMax(g.mainMax() - held)
-	g.reclaim()
-	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
-	if g.handoffTimer != nil {
-		g.handoffTimer.Stop()
-	}
-	g.handoffTimer = time.AfterFunc(window, g.endHandoff)
-}
-
-// endHandoff ends the hand-off window: the kept values are dropped and the
-// main cache has its whole budget again.
-func (g *Group) endHandoff() {
-	g.handoffMu.Lock()
-	defer g.handoffMu.Unlock()
-	if time.Now().UnixNano() < g.handoffUntil.Load() {
-		return // a later ring change started a new window
-	}
-	g.handoffUntil.Store(0)
-	g.handoff.clear()
-	g.main.setMax(g.mainMax()) // more room: lent at the next copy
-}
-
-// closeHandoff stops the hand-off window's timer and ends the window now,
-// for Node.Close.
-func (g *Group) closeHandoff() {
-	g.handoffMu.Lock()
-	if g.handoffTimer != nil {
-		g.handoffTimer.Stop()
-		g.handoffTimer = nil
-	}
-	g.handoffUntil.Store(0)
-	g.handoffMu.Unlock()
-	g.endHandoff()
-}
-
-// inHandoff reports whether a hand-off window is open.
-func (g *Group) inHandoff() bool {
-	return time.Now().UnixNano() < g.handoffUntil.Load()
-}
-
-// unwrittenSinceRingChange reports whether no write of key's stripe has
-// been applied here since the last ring change, so that a value from before
-// the change may still be taken over for it.
-func (g *Group) unwrittenSinceRingChange(key string) bool {
-	g.writtenMu.Lock()
-	defer g.writtenMu.Unlock()
-	if g.written != nil {
-		_, w := g.written[key]
-		return !w
-	}
-	i := maphash.String(g.seed, key) % epochStripes
-	return g.epochs[i].Load() == g.snap[i].Load()
-}
-
 // maxWritten bounds the keys a group remembers as written since the last
 // ring change; past it, whole epoch stripes count as written.
 const maxWritten = 1 << 16
-
-// noteWrite records that key was written or dropped here.
-func (g *Group) noteWrite(key string) {
-	g.writtenMu.Lock()
-	if g.written != nil {
-		if len(g.written) >= maxWritten {
-			g.written = nil
-		} else {
-			g.written[key] = struct{}{}
-		}
-	}
-	g.writtenMu.Unlock()
-}
-
-// Handoff returns this node's value of key for a node that took over key
-// (the transport calls it for a hand-off request): from the main cache if
-// this node still owns key by its ring, else from the values it kept after
-// losing key, within the hand-off window. It never loads and never asks a
-// peer.
-func (g *Group) Handoff(key string) (Value, bool) {
-	// A node that leaves picks the next owners for every key (transport
-	// does, once the node is retired) while it still holds the values they
-	// ask it for: its main
-	// cache answers whatever the ring says. Any other node answers from its
-	// main cache only for keys it owns; a value there for a key it does not
-	// own (adopted from a leaving node) is not the newest.
-	_, remote := g.pick(key)
-	if !remote || g.node.retired.Load() {
-		if v, err, ok := g.lookup(key, false); ok && err == nil {
-			return v, true
-		}
-	}
-	if remote && g.node.current() {
-		// An heir's copy, for a node whose fetch from the owner failed.
-		if v, ok := g.heldCopy(key); ok {
-			g.st.handoffsGiven.Add(1)
-			return v, true
-		}
-	}
-	if !remote || !g.inHandoff() || !g.node.current() {
-		return Value{}, false
-	}
-	e, ok := g.handoff.get(key, new(clock))
-	if !ok || e.notFound {
-		return Value{}, false
-	}
-	g.st.handoffsGiven.Add(1)
-	return e.v, true
-}
-
-// Adopt stores v for key, handed over by the node that owned key before it
-// left, unless this node holds a value of key already or key was written
-// here since the last ring change (a write wins over any hand-off). The
-// transport calls it after checking that this node is key's next owner.
-// It reports whether v was stored.
-//
-// A ring change while v is stored voids the store (its guard), as it voids
-// a load; then, if this node still owns key by the new ring, Adopt tries
-// again under it, since no one else will offer v again. A hand-off that
-// raced this node's own ring change (a joiner told of itself last) would
-// otherwise be lost, and the key loaded from the origin.
-func (g *Group) Adopt(key string, v Value) bool {
-	for {
-		if key == "" || !g.unwrittenSinceRingChange(key) || g.purges.active() {
-			return false
-		}
-		term, ok := g.term()
-		if !ok || !g.storable(v, time.Now()) {
-			return false
-		}
-		i := maphash.String(g.seed, key) % epochStripes
-		ring := g.ring.Load()
-		gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: ring}
-		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
-			g.reclaim()
-			g.st.handoffsTaken.Add(1)
-			g.copyOut(key)
-			return true
-		}
-		if _, remote := g.pick(key); g.ring.Load() == ring || remote {
-			return false
-		}
-	}
-}
-
-// Newest returns up to n of the main cache's values, most recently used
-// first, for a node that hands its values over before it leaves.
-func (g *Group) Newest(n int) []KeyValue {
-	if !g.node.current() {
-		return nil // it may hold values a purge it missed dropped
-	}
-	return values(g.main, n)
-}
-
-// Kept returns up to n of the values this node kept, within the hand-off
-// window, for keys it no longer owns, most recently used first: for a node
-// that pushes them to their new owners.
-func (g *Group) Kept(n int) []KeyValue {
-	if !g.inHandoff() || !g.node.current() {
-		return nil
-	}
-	return values(g.handoff, n)
-}
-
-// values returns up to n of l's values, most recently used first,
-// remembered not-founds left out.
-func values(l *lru, n int) []KeyValue {
-	es := l.newest(n)
-	out := make([]KeyValue, 0, len(es))
-	for _, e := range es {
-		if !e.e.notFound {
-			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
-		}
-	}
-	return out
-}
-
-// KeyValue is a key with its value.
-type KeyValue struct {
-	Key   string
-	Value Value
-}
-
-// pull asks key's previous owner for its value, within the hand-off window
-// of a ring change and if key was not written here since: a key that moved
-// to this node costs its previous owner a lookup instead of the origin a
-// load. It runs on key's load flight, so there is one hand-off fetch per
-// key.
-func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
-	if !g.inHandoff() || !g.unwrittenSinceRingChange(key) {
-		return Value{}, false
-	}
-	h, ok := g.peers.(Handoffer)
-	if !ok {
-		return Value{}, false
-	}
-	prev, ok := h.PreviousOwner(key)
-	if !ok {
-		return Value{}, false
-	}
-	f, ok := prev.(HandoffFetcher)
-	if !ok {
-		return Value{}, false
-	}
-	pc := g.pullCount(prev)
-	if pc.found.Load() == 0 && pc.asked.Load() >= maxFruitlessPulls {
-		return Value{}, false
-	}
-	pc.asked.Add(1)
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
-	defer cancel()
-	v, err := f.FetchHandoff(fctx, g.cfg.Name, key)
-	if err != nil {
-		return Value{}, false
-	}
-	pc.found.Add(1)
-	g.st.handoffsTaken.Add(1)
-	return v, true
-}
 
 // maxFruitlessPulls is how many pulls from one previous owner, none of
 // which found a value, make the rest of the window stop asking it: it
@@ -935,59 +344,11 @@ func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
 // windows (0.9^64).
 const maxFruitlessPulls = 64
 
-// pullCount is what one window's pulls from one previous owner found.
-type pullCount struct {
-	ring         uint64 // the ring change it counts for (Group.ring)
-	asked, found atomic.Int64
-}
-
-// pullCount returns prev's count for the current ring.
-func (g *Group) pullCount(prev Peer) *pullCount {
-	ring := g.ring.Load()
-	if v, ok := g.pulls.Load(prev); ok && v.(*pullCount).ring == ring {
-		return v.(*pullCount)
-	}
-	pc := &pullCount{ring: ring}
-	for {
-		v, loaded := g.pulls.LoadOrStore(prev, pc)
-		if !loaded {
-			return pc
-		}
-		if old := v.(*pullCount); old.ring >= ring {
-			return old
-		}
-		if g.pulls.CompareAndSwap(prev, v, pc) {
-			return pc
-		}
-	}
-}
-
 // pick returns key's owner, or remote == false if this node owns it. A
 // picker that names a nil peer is taken to mean this node, not a crash.
 func (g *Group) pick(key string) (owner Peer, remote bool) {
 	owner, remote = g.peers.PickPeer(key)
 	return owner, remote && owner != nil
-}
-
-func (g *Group) epoch(key string) *atomic.Uint64 {
-	return &g.epochs[maphash.String(g.seed, key)%epochStripes]
-}
-
-// loadGuard returns the guard of a load or fetch of key beginning now.
-func (g *Group) loadGuard(key string) guard {
-	e := g.epoch(key)
-	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
-}
-
-func (g *Group) checkSet(key string, v Value) error {
-	if key == "" {
-		return ErrBadKey
-	}
-	if n := int64(len(v.Data)); n > g.cfg.MaxValueBytes {
-		g.st.tooLarge.Add(1)
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, g.cfg.MaxValueBytes)
-	}
-	return nil
 }
 
 // look sets *e to key's entry from the main cache if this node owns it
@@ -1065,353 +426,10 @@ func (g *Group) count(err error) {
 	}
 }
 
-// heartbeat is getLocal's beat: called while a caller waits for a load.
-type heartbeat struct {
-	interval time.Duration
-	beat     func()
-}
-
-// await waits for c on ctx and counts a caller that shared another's call.
-// With hb, it beats at once and then every hb.interval while it waits.
-func (g *Group) await(ctx context.Context, c *call, leader bool, hb *heartbeat) (Value, error) {
-	var tick <-chan time.Time
-	if hb != nil {
-		select {
-		case <-c.done:
-		default:
-			hb.beat()
-			t := time.NewTicker(hb.interval)
-			defer t.Stop()
-			tick = t.C
-		}
-	}
-	for {
-		select {
-		case <-c.done:
-			if !leader {
-				g.st.deduped.Add(1)
-			}
-			return c.val, c.err
-		case <-tick:
-			hb.beat()
-		case <-ctx.Done():
-			return Value{}, ctx.Err()
-		}
-	}
-}
-
-// load returns key's value from the origin, sharing one load among the
-// concurrent callers on this node. A failure remembered within ErrorTTL is
-// returned without a load.
-func (g *Group) load(ctx context.Context, key string, hb *heartbeat) (Value, error) {
-	if err, ok := g.failed.get(key, time.Now()); ok {
-		return Value{}, err
-	}
-	c, leader := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
-	return g.await(ctx, c, leader, hb)
-}
-
-// loadOrigin runs on a flight's goroutine: it calls the Getter under
-// context.WithoutCancel(ctx) and LoadTimeout, and caches the result in the
-// main cache if this node owns key, else in the hot cache as a fallback
-// copy for FallbackTTL.
-func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
-	// Read the guard before anything else: a write or a ring change from
-	// here on makes the result uncacheable, and so does a write stored
-	// before the result is (lru.add: began). A fetch's guard needs no
-	// began: the hot cache's copies carry no time stored.
-	gd := g.loadGuard(key)
-	gd.began = time.Now().UnixNano()
-	owner, remote := g.pick(key)
-	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,
-	// 2: starts a flight, finds 1's value here instead of loading again.
-	if v, err, ok := g.lookup(key, remote); ok {
-		return v, err
-	}
-	if err, ok := g.failed.get(key, time.Now()); ok {
-		return Value{}, err
-	}
-	// Where the result goes, decided now: the main cache under this node's
-	// term, or a fallback copy under the owner's contact epoch as it is
-	// now, so that the copy dies once the owner is in contact again.
-	dest, stored := g.main, entry{}
-	held := true
-	if remote {
-		dest, stored.fallback = g.hot, true
-		if l, ok := owner.(Leaser); ok {
-			stored.src = l
-			stored.stamp, _ = l.Contact(time.Now())
-		}
-	} else {
-		stored.stamp, held = g.term()
-	}
-	if pgd, ok := g.takeGuard(gd); !remote && held && ok {
-		if v, ok := g.pull(ctx, key); ok {
-			now := time.Now()
-			if g.storable(v, now) {
-				stored = g.mainEntry(key, v, stored.stamp, now)
-				if dest.add(key, stored, pgd) {
-					g.copyOut(key)
-				}
-			}
-			if !pgd.holds() {
-				v.NoStore = true // as for a load, below
-			}
-			return v, nil
-		}
-	}
-	if remote && held {
-		// The owner could not be reached: an heir of key may hold it.
-		if v, ok := g.fromHeirs(ctx, key); ok {
-			now := time.Now()
-			if g.storable(v, now) {
-				stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
-				dest.add(key, stored, gd)
-				g.reclaim()
-			}
-			if !gd.holds() {
-				v.NoStore = true
-			}
-			return v, nil
-		}
-	}
-	// The slot is taken after every way to answer without the origin: a
-	// shed load costs the origin nothing. The wait is the load's, not a
-	// caller's: one caller leaving does not shed it for the others.
-	release, err := g.gate.acquire(context.WithoutCancel(ctx), g.cfg.Name, CallerOf(ctx))
-	if err != nil {
-		// Shedding comes in bursts: one line a second (Stats counts all).
-		if now, last := time.Now().UnixNano(), g.shedWarned.Load(); now-last >= int64(time.Second) &&
-			g.shedWarned.CompareAndSwap(last, now) {
-			running, waiting := g.gate.usage()
-			g.log.Warn("cache: origin load shed", "group", g.cfg.Name, "key", key, "running", running, "waiting", waiting,
-				"shed_total", g.gate.shed.Load(), "err", err)
-		}
-		return Value{}, err
-	}
-	defer release()
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
-	defer cancel()
-	g.st.localLoads.Add(1)
-	v, err := g.cfg.Getter.Get(lctx, key)
-	now := time.Now()
-	if err == nil && int64(len(v.Data)) > g.cfg.MaxValueBytes {
-		g.st.tooLarge.Add(1)
-		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(v.Data), g.cfg.MaxValueBytes)
-	}
-	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			if errors.Is(err, ErrTooLarge) && int64(len(v.Data)) <= g.cfg.MaxValueBytes {
-				g.st.tooLarge.Add(1) // the origin refused it itself (it reads no more than the limit)
-			}
-			err = fmt.Errorf("%w: group %q key %q: %w", ErrLoad, g.cfg.Name, key, err)
-			if g.cfg.ErrorTTL > 0 && gd.holds() {
-				g.failed.put(key, err, now.Add(g.cfg.ErrorTTL))
-			}
-			return Value{}, err
-		}
-		if g.cfg.NotFoundTTL > 0 && held {
-			exp := now.Add(g.cfg.NotFoundTTL)
-			if remote {
-				exp = earliest(exp, now.Add(g.cfg.FallbackTTL))
-			}
-			stored.v, stored.size, stored.notFound = Value{Expires: exp}, entrySize(key, Value{}), true
-			dest.add(key, stored, gd)
-			g.reclaim()
-		}
-		return Value{}, err
-	}
-	if v.Expires.IsZero() && g.cfg.TTL > 0 {
-		v.Expires = now.Add(g.cfg.TTL)
-	}
-	if held && g.storable(v, now) {
-		if remote {
-			// Served for FallbackTTL at most (look), with the value's own
-			// expiry, which is what clients are told.
-			stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
-		} else {
-			stored = g.mainEntry(key, v, stored.stamp, now)
-		}
-		if dest.add(key, stored, gd) && !remote {
-			g.copyOut(key)
-		}
-		g.reclaim()
-	}
-	if !gd.holds() {
-		// A write (its fence or its end) or a ring change overlapped the
-		// load: its value may be older than what the node serves now, so
-		// nobody may keep a copy. (Reads at the owner wait for a write in
-		// progress, awaitWrite, so no load starts there during one.)
-		v.NoStore = true
-	}
-	return v, nil
-}
-
-// fetch returns key's value from its owner, sharing one fetch among the
-// concurrent callers on this node. It counts the miss for hot promotion.
-func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error) {
-	if g.freq != nil {
-		g.freq.add(key)
-	}
-	c, leader := g.fetches.do(ctx, key, func() (Value, error) { return g.fetchPeer(ctx, key, peer) })
-	return g.await(ctx, c, leader, nil)
-}
-
-// fetchPeer runs on a flight's goroutine: it asks peer, keeps the value in
-// the hot cache if the key is popular (the rule is in doc.go), and loads the
-// key locally if the peer cannot answer.
-func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
-	ring := g.ring.Load()
-	gd, keep := g.takeGuard(g.loadGuard(key))
-	if v, err, ok := g.lookup(key, true); ok {
-		return v, err
-	}
-	// The owner's load may take up to LoadTimeout; the peer client ends the
-	// fetch much sooner if the owner stops showing that it is alive.
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout+time.Second)
-	var v Value
-	var err error
-	leased := true
-	if fl, ok := peer.(FetchLeaser); ok {
-		v, leased, err = fl.FetchLeased(fctx, g.cfg.Name, key)
-	} else {
-		v, err = peer.Fetch(fctx, g.cfg.Name, key)
-	}
-	cancel()
-	switch {
-	case err == nil:
-		g.st.peerLoads.Add(1)
-		if keep && leased {
-			g.keepHot(key, v, peer, gd)
-		}
-		return v, nil
-	case errors.Is(err, ErrNotOwner):
-		// The peer does not own key by its own ring (it is leaving): ask
-		// whoever owns it by this node's ring, once that has changed too
-		// (it may have before this fetch began). A load here would serve
-		// the origin's value in place of a write.
-		next, remote := g.pick(key)
-		if remote && next.String() == peer.String() && g.awaitRing(ring, ownerMoveWait) {
-			next, remote = g.pick(key)
-		}
-		switch {
-		case !remote:
-			c, _ := g.loads.do(context.WithoutCancel(ctx), key, func() (Value, error) { return g.loadOrigin(context.WithoutCancel(ctx), key) })
-			<-c.done
-			return c.val, c.err
-		case next.String() != peer.String():
-			return g.fetchPeer(ctx, key, next)
-		}
-	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
-		errors.Is(err, ErrOverloaded):
-		// The owner answered: its origin has no such key, or failed, or is
-		// too busy to load it now. Loading here too would only add to the
-		// load on an origin that is failing or busy.
-		return Value{}, err
-	}
-	g.st.peerErrors.Add(1)
-	// A dead owner fails every fetch for its keys until the ring drops it:
-	// one line a second says as much as thousands (Stats counts them all).
-	if now, last := time.Now().UnixNano(), g.peerWarned.Load(); now-last >= int64(time.Second) &&
-		g.peerWarned.CompareAndSwap(last, now) {
-		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peer.String(), "err", err)
-	}
-	// The fallback shares the node's origin load for key (with getLocal
-	// callers, say); that load never calls a peer, so this cannot cycle. It
-	// is bounded by LoadTimeout, and our callers wait on their own contexts,
-	// so it may run right here (a ctx without Done).
-	if err, ok := g.failed.get(key, time.Now()); ok {
-		return Value{}, err
-	}
-	ctx = context.WithoutCancel(ctx)
-	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
-	<-c.done
-	return c.val, c.err
-}
-
 // ownerMoveWait bounds how long a fetch that a leaving owner refused waits
 // for this node's ring to drop that owner: a membership change reaches
 // every ring within milliseconds; past it the fetch falls back to a load.
 const ownerMoveWait = time.Second
-
-// awaitRing waits until the group's ring counter is past ring, at most d,
-// and reports whether it is.
-func (g *Group) awaitRing(ring uint64, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for g.ring.Load() == ring {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return true
-}
-
-// keepHot keeps v, just fetched from peer, in the hot cache if the rule in
-// doc.go admits it: while the hot cache has room for it without evicting
-// another copy, always; once it is full, only if key is popular (at least
-// HotAfter recent misses), since the copy then displaces the least recently
-// used one.
-func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
-	if g.freq == nil {
-		return // no hot cache
-	}
-	now := time.Now()
-	hv := v
-	// The epoch is read after the fetch, which renewed the lease: a write
-	// at the owner after it answered either reaches this node (and fails
-	// gd) or revokes the lease (and moves the epoch). The copy keeps the
-	// value's own expiry, which clients are told; it is served for HotTTL
-	// from loaded at most (look).
-	e := entry{v: hv, size: entrySize(key, hv), loaded: now.UnixNano()}
-	g.lendMu.Lock()
-	defer g.lendMu.Unlock()
-	g.lend()
-	// A copy that displaces nothing (no other copy, no owned key) is kept;
-	// one that would is kept only if its key is popular.
-	if (!g.hot.fits(key, e.size) || g.main.unused() < e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
-		return
-	}
-	if l, ok := peer.(Leaser); ok {
-		e.src = l
-		e.stamp, _ = l.Contact(now)
-	}
-	if g.storable(hv, now) && g.hot.add(key, e, gd) {
-		g.st.hotPromotions.Add(1)
-		g.main.trim() // a copy within the hot cache's part takes the room of owned keys
-	}
-}
-
-// lend bounds the hot cache by its own part (HotBytes) plus the room the
-// main cache leaves free. Main and hot share one budget, MaxBytes: the
-// main cache may use all that copies do not (its bound counts the hot
-// cache's bytes up to HotBytes, lru.lent), a popular copy may take room
-// from owned keys up to HotBytes, and copies may use more while owned
-// keys leave it free, until those need it. So a node with no peers, or
-// with few copies, spends its whole budget on its own keys, and main and
-// hot together stay within MaxBytes. It evicts the least recently used
-// copies when the bound shrinks. With lendMu held.
-func (g *Group) lend() {
-	g.hot.setMax(max(g.cfg.HotBytes, 0) + g.main.room())
-}
-
-// reclaim takes back, after the main cache grew or its bound shrank, the
-// room lent to the hot cache that the main cache now holds, evicting
-// copies. Between the two, main and hot may exceed MaxBytes by the entries
-// just added. It always takes lendMu: a copy whose bound was set from the
-// room before this growth is then stored before reclaim recomputes it, or
-// after, under the new bound; a flag that skipped the lock while nothing
-// was lent would miss the copy that was lending at that moment. It runs
-// where the main cache grows (a load, a write, an adoption), never on a
-// hit.
-func (g *Group) reclaim() {
-	if g.freq == nil {
-		return // no hot cache
-	}
-	g.lendMu.Lock()
-	g.lend()
-	g.lendMu.Unlock()
-}
 
 // mainEntry returns the main-cache entry of v for key, stored at now under
 // term.
@@ -1438,4 +456,68 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// Cached reports whether a Get for key would be answered from this node's
+// caches as Get looks them up (the main cache for a key this node owns, the
+// hot cache for a peer's): a fresh value or remembered not-found, or a stale
+// value within its stale-while-revalidate window. Such a Get waits for no
+// peer and no origin. Cached counts nothing in Stats and changes no entry.
+// The answer can be out of date by the time the caller acts on it (the
+// entry may be evicted or expire right after): callers use it to decide how
+// to admit a request, not what to serve.
+func (g *Group) Cached(key string) bool {
+	_, remote := g.pick(key)
+	var clk clock
+	var e entry
+	if !g.look(key, remote, &clk, &e) {
+		return false
+	}
+	return e.v.Expires.IsZero() || clk.now().Before(e.v.Expires.Add(g.swr(e.v)))
+}
+
+// GetCached is Get for a key that this node's caches answer, as Cached
+// tells them: ok is true, and v and err are what Get would return (err is
+// ErrNotFound for a remembered not-found), counted in Stats as Get counts
+// them. For a key they do not answer, ok is false and nothing is counted:
+// the caller then calls Get, which loads or asks the owner. So it never
+// waits for a peer or the origin, and one lookup serves a hit where Cached
+// and then Get take two.
+func (g *Group) GetCached(key string) (v Value, ok bool, err error) {
+	return g.getCached(key, false, math.MaxInt)
+}
+
+// getCached is GetCached for values of up to maxBytes; peer counts the
+// answer as a request that came from a peer too (PeerView.GetCached).
+func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool, err error) {
+	if key == "" {
+		return Value{}, false, nil
+	}
+	_, remote := g.pick(key)
+	if !remote && g.beingWritten(key) {
+		return Value{}, false, nil // the slow path waits for the write
+	}
+	var clk clock
+	var e entry
+	if !g.look(key, remote, &clk, &e) {
+		return Value{}, false, nil
+	}
+	if len(e.v.Data) > maxBytes {
+		return Value{}, false, nil
+	}
+	v, err, ok = g.answer(key, &e, remote, &clk)
+	if !ok {
+		return Value{}, false, nil
+	}
+	g.st.gets.Add(1)
+	if peer {
+		g.st.peerGets.Add(1)
+	}
+	if err != nil {
+		g.count(err) // the not-found
+	}
+	if peer && remote {
+		v = copyForPeer(v, e.loaded, g.copyBound(&e))
+	}
+	return v, true, err
 }

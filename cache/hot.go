@@ -2,6 +2,7 @@ package cache
 
 import (
 	"hash/maphash"
+	"slices"
 	"sync"
 	"time"
 )
@@ -102,4 +103,172 @@ func (s *sketch) age(now time.Time) {
 			s.rows[i][j] >>= shift
 		}
 	}
+}
+
+// keepHot keeps v, just fetched from peer, in the hot cache if the rule in
+// doc.go admits it: while the hot cache has room for it without evicting
+// another copy, always; once it is full, only if key is popular (at least
+// HotAfter recent misses), since the copy then displaces the least recently
+// used one.
+func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
+	if g.freq == nil {
+		return // no hot cache
+	}
+	now := time.Now()
+	hv := v
+	// The epoch is read after the fetch, which renewed the lease: a write
+	// at the owner after it answered either reaches this node (and fails
+	// gd) or revokes the lease (and moves the epoch). The copy keeps the
+	// value's own expiry, which clients are told; it is served for HotTTL
+	// from loaded at most (look).
+	e := entry{v: hv, size: entrySize(key, hv), loaded: now.UnixNano()}
+	g.lendMu.Lock()
+	defer g.lendMu.Unlock()
+	g.lend()
+	// A copy that displaces nothing (no other copy, no owned key) is kept;
+	// one that would is kept only if its key is popular.
+	if (!g.hot.fits(key, e.size) || g.main.unused() < e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
+		return
+	}
+	if l, ok := peer.(Leaser); ok {
+		e.src = l
+		e.stamp, _ = l.Contact(now)
+	}
+	if g.storable(hv, now) && g.hot.add(key, e, gd) {
+		g.st.hotPromotions.Add(1)
+		g.main.trim() // a copy within the hot cache's part takes the room of owned keys
+	}
+}
+
+// lend bounds the hot cache by its own part (HotBytes) plus the room the
+// main cache leaves free. Main and hot share one budget, MaxBytes: the
+// main cache may use all that copies do not (its bound counts the hot
+// cache's bytes up to HotBytes, lru.lent), a popular copy may take room
+// from owned keys up to HotBytes, and copies may use more while owned
+// keys leave it free, until those need it. So a node with no peers, or
+// with few copies, spends its whole budget on its own keys, and main and
+// hot together stay within MaxBytes. It evicts the least recently used
+// copies when the bound shrinks. With lendMu held.
+func (g *Group) lend() {
+	g.hot.setMax(max(g.cfg.HotBytes, 0) + g.main.room())
+}
+
+// reclaim takes back, after the main cache grew or its bound shrank, the
+// room lent to the hot cache that the main cache now holds, evicting
+// copies. Between the two, main and hot may exceed MaxBytes by the entries
+// just added. It always takes lendMu: a copy whose bound was set from the
+// room before this growth is then stored before reclaim recomputes it, or
+// after, under the new bound; a flag that skipped the lock while nothing
+// was lent would miss the copy that was lending at that moment. It runs
+// where the main cache grows (a load, a write, an adoption), never on a
+// hit.
+func (g *Group) reclaim() {
+	if g.freq == nil {
+		return // no hot cache
+	}
+	g.lendMu.Lock()
+	g.lend()
+	g.lendMu.Unlock()
+}
+
+// HotKey is one entry of a group's hot cache, as HotKeys reports it.
+type HotKey struct {
+	Key string
+	// Estimate is the sketch's count of the key's recent misses on this
+	// node: what made it hot. It halves every HotWindow, and hits on the
+	// hot copy do not raise it (counting them would put a lock on the hit
+	// path), so a copy that keeps being served drifts down to 0.
+	Estimate int
+	// Bytes is the entry's accounted size: key, value and overhead.
+	Bytes int64
+}
+
+// HotKeys returns up to n entries of the hot cache, the hottest first: by
+// Estimate, then by how recently the entry was used. Only copies the group
+// would serve are listed: unexpired values under a contact lease that holds
+// (fallback copies of keys whose owner could not be reached included);
+// remembered not-founds are left out. It copies the hot cache's keys under its lock, so it costs time
+// in proportion to the hot cache's entries: it is for a status page, not
+// for every request.
+func (g *Group) HotKeys(n int) []HotKey {
+	if n < 1 {
+		return nil
+	}
+	hot := g.hot.recent(time.Now())
+	if g.freq != nil {
+		est := g.freq.estimates(hot)
+		for i := range hot {
+			hot[i].Estimate = est[i]
+		}
+	}
+	// The top n by estimate, in one pass rather than a sort of every
+	// entry: hot is most recent first, and a later entry displaces an
+	// earlier one only with a strictly larger estimate, so among equal
+	// estimates the most recently used stays first.
+	top := make([]HotKey, 0, min(n, len(hot)))
+	for _, h := range hot {
+		if len(top) == n && h.Estimate <= top[n-1].Estimate {
+			continue
+		}
+		i := slices.IndexFunc(top, func(t HotKey) bool { return t.Estimate < h.Estimate })
+		if i < 0 {
+			i = len(top)
+		}
+		if len(top) == n {
+			top = top[:n-1]
+		}
+		top = slices.Insert(top, i, h)
+	}
+	return top
+}
+
+// recent returns the entries a hot lookup would serve, most recently used
+// first, without marking them used. It holds the lock only to copy the
+// list (two walks of it, no lookups): hot hits wait on that lock. The
+// leases are asked after unlocking.
+func (l *lru) recent(now time.Time) []HotKey {
+	l.mu.Lock()
+	keys, vals := l.entries() // oldest first
+	l.mu.Unlock()
+	out := make([]HotKey, 0, len(keys))
+	clk := clock{now}
+	for i := len(keys) - 1; i >= 0; i-- {
+		if e := &vals[i]; !e.notFound && !e.expired(now) && leaseHolds(e, &clk) {
+			out = append(out, HotKey{Key: keys[i], Bytes: e.size})
+		}
+	}
+	return out
+}
+
+// leaseHolds is Group.look's rule for a hot copy: stored without a lease,
+// or under the owner's contact epoch that still holds at clk's now (a
+// fallback copy also once the lease lapsed).
+func leaseHolds(e *entry, clk *clock) bool {
+	if e.src == nil {
+		return true
+	}
+	epoch, leased := e.src.Contact(clk.now())
+	return epoch == e.stamp && (leased || e.fallback)
+}
+
+// estimates returns the estimated count of each of keys, under one lock
+// rather than one per key.
+func (s *sketch) estimates(keys []HotKey) []int {
+	ix := make([][sketchDepth]uint32, len(keys))
+	for i, k := range keys {
+		ix[i] = s.indexes(k.Key)
+	}
+	out := make([]int, len(keys))
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.age(now)
+	for i, row := range ix {
+		low := uint8(255)
+		for d, j := range row {
+			low = min(low, s.rows[d][j])
+		}
+		out[i] = int(low)
+	}
+	return out
 }

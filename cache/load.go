@@ -1,0 +1,285 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// heartbeat is getLocal's beat: called while a caller waits for a load.
+type heartbeat struct {
+	interval time.Duration
+	beat     func()
+}
+
+// await waits for c on ctx and counts a caller that shared another's call.
+// With hb, it beats at once and then every hb.interval while it waits.
+func (g *Group) await(ctx context.Context, c *call, leader bool, hb *heartbeat) (Value, error) {
+	var tick <-chan time.Time
+	if hb != nil {
+		select {
+		case <-c.done:
+		default:
+			hb.beat()
+			t := time.NewTicker(hb.interval)
+			defer t.Stop()
+			tick = t.C
+		}
+	}
+	for {
+		select {
+		case <-c.done:
+			if !leader {
+				g.st.deduped.Add(1)
+			}
+			return c.val, c.err
+		case <-tick:
+			hb.beat()
+		case <-ctx.Done():
+			return Value{}, ctx.Err()
+		}
+	}
+}
+
+// load returns key's value from the origin, sharing one load among the
+// concurrent callers on this node. A failure remembered within ErrorTTL is
+// returned without a load.
+func (g *Group) load(ctx context.Context, key string, hb *heartbeat) (Value, error) {
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
+	c, leader := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
+	return g.await(ctx, c, leader, hb)
+}
+
+// loadOrigin runs on a flight's goroutine: it calls the Getter under
+// context.WithoutCancel(ctx) and LoadTimeout, and caches the result in the
+// main cache if this node owns key, else in the hot cache as a fallback
+// copy for FallbackTTL.
+func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
+	// Read the guard before anything else: a write or a ring change from
+	// here on makes the result uncacheable, and so does a write stored
+	// before the result is (lru.add: began). A fetch's guard needs no
+	// began: the hot cache's copies carry no time stored.
+	gd := g.loadGuard(key)
+	gd.began = time.Now().UnixNano()
+	owner, remote := g.pick(key)
+	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,
+	// 2: starts a flight, finds 1's value here instead of loading again.
+	if v, err, ok := g.lookup(key, remote); ok {
+		return v, err
+	}
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
+	// Where the result goes, decided now: the main cache under this node's
+	// term, or a fallback copy under the owner's contact epoch as it is
+	// now, so that the copy dies once the owner is in contact again.
+	dest, stored := g.main, entry{}
+	held := true
+	if remote {
+		dest, stored.fallback = g.hot, true
+		if l, ok := owner.(Leaser); ok {
+			stored.src = l
+			stored.stamp, _ = l.Contact(time.Now())
+		}
+	} else {
+		stored.stamp, held = g.term()
+	}
+	if pgd, ok := g.takeGuard(gd); !remote && held && ok {
+		if v, ok := g.pull(ctx, key); ok {
+			now := time.Now()
+			if g.storable(v, now) {
+				stored = g.mainEntry(key, v, stored.stamp, now)
+				if dest.add(key, stored, pgd) {
+					g.copyOut(key)
+				}
+			}
+			if !pgd.holds() {
+				v.NoStore = true // as for a load, below
+			}
+			return v, nil
+		}
+	}
+	if remote && held {
+		// The owner could not be reached: an heir of key may hold it.
+		if v, ok := g.fromHeirs(ctx, key); ok {
+			now := time.Now()
+			if g.storable(v, now) {
+				stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
+				dest.add(key, stored, gd)
+				g.reclaim()
+			}
+			if !gd.holds() {
+				v.NoStore = true
+			}
+			return v, nil
+		}
+	}
+	// The slot is taken after every way to answer without the origin: a
+	// shed load costs the origin nothing. The wait is the load's, not a
+	// caller's: one caller leaving does not shed it for the others.
+	release, err := g.gate.acquire(context.WithoutCancel(ctx), g.cfg.Name, CallerOf(ctx))
+	if err != nil {
+		// Shedding comes in bursts: one line a second (Stats counts all).
+		if now, last := time.Now().UnixNano(), g.shedWarned.Load(); now-last >= int64(time.Second) &&
+			g.shedWarned.CompareAndSwap(last, now) {
+			running, waiting := g.gate.usage()
+			g.log.Warn("cache: origin load shed", "group", g.cfg.Name, "key", key, "running", running, "waiting", waiting,
+				"shed_total", g.gate.shed.Load(), "err", err)
+		}
+		return Value{}, err
+	}
+	defer release()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout)
+	defer cancel()
+	g.st.localLoads.Add(1)
+	v, err := g.cfg.Getter.Get(lctx, key)
+	now := time.Now()
+	if err == nil && int64(len(v.Data)) > g.cfg.MaxValueBytes {
+		g.st.tooLarge.Add(1)
+		err = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(v.Data), g.cfg.MaxValueBytes)
+	}
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			if errors.Is(err, ErrTooLarge) && int64(len(v.Data)) <= g.cfg.MaxValueBytes {
+				g.st.tooLarge.Add(1) // the origin refused it itself (it reads no more than the limit)
+			}
+			err = fmt.Errorf("%w: group %q key %q: %w", ErrLoad, g.cfg.Name, key, err)
+			if g.cfg.ErrorTTL > 0 && gd.holds() {
+				g.failed.put(key, err, now.Add(g.cfg.ErrorTTL))
+			}
+			return Value{}, err
+		}
+		if g.cfg.NotFoundTTL > 0 && held {
+			exp := now.Add(g.cfg.NotFoundTTL)
+			if remote {
+				exp = earliest(exp, now.Add(g.cfg.FallbackTTL))
+			}
+			stored.v, stored.size, stored.notFound = Value{Expires: exp}, entrySize(key, Value{}), true
+			dest.add(key, stored, gd)
+			g.reclaim()
+		}
+		return Value{}, err
+	}
+	if v.Expires.IsZero() && g.cfg.TTL > 0 {
+		v.Expires = now.Add(g.cfg.TTL)
+	}
+	if held && g.storable(v, now) {
+		if remote {
+			// Served for FallbackTTL at most (look), with the value's own
+			// expiry, which is what clients are told.
+			stored.v, stored.size, stored.loaded = v, entrySize(key, v), now.UnixNano()
+		} else {
+			stored = g.mainEntry(key, v, stored.stamp, now)
+		}
+		if dest.add(key, stored, gd) && !remote {
+			g.copyOut(key)
+		}
+		g.reclaim()
+	}
+	if !gd.holds() {
+		// A write (its fence or its end) or a ring change overlapped the
+		// load: its value may be older than what the node serves now, so
+		// nobody may keep a copy. (Reads at the owner wait for a write in
+		// progress, awaitWrite, so no load starts there during one.)
+		v.NoStore = true
+	}
+	return v, nil
+}
+
+// fetch returns key's value from its owner, sharing one fetch among the
+// concurrent callers on this node. It counts the miss for hot promotion.
+func (g *Group) fetch(ctx context.Context, key string, peer Peer) (Value, error) {
+	if g.freq != nil {
+		g.freq.add(key)
+	}
+	c, leader := g.fetches.do(ctx, key, func() (Value, error) { return g.fetchPeer(ctx, key, peer) })
+	return g.await(ctx, c, leader, nil)
+}
+
+// fetchPeer runs on a flight's goroutine: it asks peer, keeps the value in
+// the hot cache if the key is popular (the rule is in doc.go), and loads the
+// key locally if the peer cannot answer.
+func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, error) {
+	ring := g.ring.Load()
+	gd, keep := g.takeGuard(g.loadGuard(key))
+	if v, err, ok := g.lookup(key, true); ok {
+		return v, err
+	}
+	// The owner's load may take up to LoadTimeout; the peer client ends the
+	// fetch much sooner if the owner stops showing that it is alive.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.LoadTimeout+time.Second)
+	var v Value
+	var err error
+	leased := true
+	if fl, ok := peer.(FetchLeaser); ok {
+		v, leased, err = fl.FetchLeased(fctx, g.cfg.Name, key)
+	} else {
+		v, err = peer.Fetch(fctx, g.cfg.Name, key)
+	}
+	cancel()
+	switch {
+	case err == nil:
+		g.st.peerLoads.Add(1)
+		if keep && leased {
+			g.keepHot(key, v, peer, gd)
+		}
+		return v, nil
+	case errors.Is(err, ErrNotOwner):
+		// The peer does not own key by its own ring (it is leaving): ask
+		// whoever owns it by this node's ring, once that has changed too
+		// (it may have before this fetch began). A load here would serve
+		// the origin's value in place of a write.
+		next, remote := g.pick(key)
+		if remote && next.String() == peer.String() && g.awaitRing(ring, ownerMoveWait) {
+			next, remote = g.pick(key)
+		}
+		switch {
+		case !remote:
+			c, _ := g.loads.do(context.WithoutCancel(ctx), key, func() (Value, error) { return g.loadOrigin(context.WithoutCancel(ctx), key) })
+			<-c.done
+			return c.val, c.err
+		case next.String() != peer.String():
+			return g.fetchPeer(ctx, key, next)
+		}
+	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
+		errors.Is(err, ErrOverloaded):
+		// The owner answered: its origin has no such key, or failed, or is
+		// too busy to load it now. Loading here too would only add to the
+		// load on an origin that is failing or busy.
+		return Value{}, err
+	}
+	g.st.peerErrors.Add(1)
+	// A dead owner fails every fetch for its keys until the ring drops it:
+	// one line a second says as much as thousands (Stats counts them all).
+	if now, last := time.Now().UnixNano(), g.peerWarned.Load(); now-last >= int64(time.Second) &&
+		g.peerWarned.CompareAndSwap(last, now) {
+		g.log.Warn("cache: peer fetch failed, loading locally", "key", key, "peer", peer.String(), "err", err)
+	}
+	// The fallback shares the node's origin load for key (with getLocal
+	// callers, say); that load never calls a peer, so this cannot cycle. It
+	// is bounded by LoadTimeout, and our callers wait on their own contexts,
+	// so it may run right here (a ctx without Done).
+	if err, ok := g.failed.get(key, time.Now()); ok {
+		return Value{}, err
+	}
+	ctx = context.WithoutCancel(ctx)
+	c, _ := g.loads.do(ctx, key, func() (Value, error) { return g.loadOrigin(ctx, key) })
+	<-c.done
+	return c.val, c.err
+}
+
+// awaitRing waits until the group's ring counter is past ring, at most d,
+// and reports whether it is.
+func (g *Group) awaitRing(ring uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for g.ring.Load() == ring {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}

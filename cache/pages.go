@@ -1,0 +1,486 @@
+package cache
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"slices"
+	"time"
+	"unsafe"
+)
+
+// packMax is the largest value whose bytes go into the lru's pages with
+// its key and content type. A larger value keeps an allocation of its own,
+// which costs the collector one object per value (few: a budget holds at
+// most one per packMax bytes) and is not copied unless it sits in a buffer
+// much larger than itself.
+const packMax = 2048
+
+// extraLen is the room an entry's bytes give to the fields few values set
+// (their stale windows, an Age): they are not in the record, which every
+// entry has.
+const extraLen = 24
+
+// Page and record sizes. A page is at most pageMax bytes, at least pageMin,
+// and about a sixteenth of the budget between; an entry that needs more
+// than 1/compactOf of a page gets a page of its own.
+const (
+	pageMax  = 64 << 10
+	pageMin  = 4 << 10
+	headLen  = 8 // a record id and a length, before each entry's bytes
+	recChunk = 256
+	noRecord = -1
+	// An entry that needs more than 1/compactOf of a page gets a page of
+	// its own. A closed page is compacted at once when less than
+	// compactLive/compactOf of it is live: copying up to a third of what it
+	// reclaims.
+	compactLive, compactOf = 1, 4
+	// Dead bytes are bounded for the whole lru, however the pages
+	// fragment: once they exceed 1/deadHigh of the budget (or one page),
+	// the pages with the fewest live bytes are compacted until they are
+	// under 1/deadLow of it (clean). Pages die piecemeal under random
+	// reads and mostly whole under a scan; either way the budget holds
+	// entries, not holes.
+	deadHigh, deadLow = 32, 64
+)
+
+// rec is what the lru holds for one entry besides its bytes. It has no
+// pointers, so that the records of a million entries are a few objects the
+// collector marks and never scans.
+type rec struct {
+	hash uint64
+	// exp is the value's expiry (with hasExpiry): an offset from the
+	// lru's base on the monotonic clock, or with wallClock Unix
+	// nanoseconds, as Value.Expires had a monotonic reading or not.
+	exp             int64
+	checksum, stamp uint64
+	loaded, size    int64
+	dlen            int64
+	// prev and next link the records of a list from the least recently
+	// used (tail) to the most (head); next also chains the free records.
+	prev, next int32
+	// page and off are where the entry's bytes start (after their
+	// header); page is noRecord for a free record.
+	page int32
+	off  uint32
+	// klen and ctlen are the lengths of the key and the content type; the
+	// extras (with hasExtra) and a value of at most packMax bytes follow
+	// them.
+	klen, ctlen uint32
+	flags       uint16
+}
+
+// rec flags.
+const (
+	notFound  = 1 << iota
+	fallback  // entry.fallback
+	hasExpiry // exp is set
+	wallClock // exp is on the wall clock
+	hasExtra  // the bytes hold StaleWhileRevalidate, StaleIfError and Age
+	noStore   // Value.NoStore
+	stale     // Value.Stale
+	nilData   // Value.Data is nil (not merely empty)
+	leased    // src is in lru.srcs
+	frequent  // in the protected list (slru.go)
+)
+
+// page is a run of entries' bytes. Bytes once written to a page are never
+// written again, so the keys and values handed out over them stay valid
+// for as long as a reader holds them (the collector keeps the page alive):
+// a removed entry's bytes become dead, and a closed page with much dead is
+// compacted, its live entries copied to the current page, and dropped.
+type page struct {
+	buf []byte
+	// live is how many bytes of buf live entries hold, headers included.
+	live int
+	// closed marks a page nothing more goes into: all of cap(buf) that
+	// is not live is dead. The one page that is not closed, the current
+	// one, is a fixed cost of the lru, as its unused tail is.
+	closed bool
+	// own marks a page of one entry too large to share one: it is never
+	// sparse, as compacting it would only copy it to another of its own.
+	own bool
+}
+
+// rec returns record id.
+func (l *lru) rec(id int32) *rec { return &l.recs[id/recChunk][id%recChunk] }
+
+// view is what decode needs of an entry, copied under mu: its record, its
+// page and, as the record says, its large value and its lease. The bytes
+// it refers to are never written again, so it is read without the lock.
+type view struct {
+	rec
+	buf  []byte
+	data *byte
+	src  Leaser
+}
+
+// view returns record id's view. The caller holds mu.
+func (l *lru) view(id int32) view {
+	v := view{rec: *l.rec(id)}
+	v.buf = l.pages[v.page].buf
+	if v.dlen > packMax {
+		v.data = l.big[id]
+	}
+	if v.flags&leased != 0 {
+		v.src = l.srcs[id]
+	}
+	return v
+}
+
+// bytesAt returns n bytes of r's in buf, from off on, with no capacity
+// beyond them.
+func bytesAt(buf []byte, r *rec, off, n int) []byte {
+	o := int(r.off) + off
+	return buf[o : o+n : o+n]
+}
+
+// key returns r's key. The caller holds mu.
+func (l *lru) key(r *rec) string { return keyIn(l.pages[r.page].buf, r) }
+
+// keyIn returns r's key, whose bytes are in buf.
+func keyIn(buf []byte, r *rec) string {
+	if r.klen == 0 {
+		return ""
+	}
+	return unsafe.String(&bytesAt(buf, r, 0, 1)[0], r.klen)
+}
+
+// packed returns the page bytes of an entry: its header, key, content
+// type, extras and a value of at most packMax bytes.
+func (r *rec) packed() int {
+	n := headLen + int(r.klen) + int(r.ctlen)
+	if r.flags&hasExtra != 0 {
+		n += extraLen
+	}
+	if r.dlen <= packMax {
+		n += int(r.dlen)
+	}
+	return n
+}
+
+// clock returns now on r.exp's clock.
+func (l *lru) clock(r *rec, now time.Time) int64 {
+	if r.flags&wallClock != 0 {
+		return now.UnixNano()
+	}
+	return int64(now.Sub(l.base))
+}
+
+// expiry returns t on the clock it was read from: an offset from l.base on
+// the monotonic clock if t has a monotonic reading (a time.Now plus a TTL),
+// as time.Time's own comparisons use it; else Unix nanoseconds (an expiry
+// from another node), compared with the wall clock.
+func (l *lru) expiry(t time.Time) (exp int64, wall bool) {
+	if t == t.Round(0) { // no monotonic reading to strip
+		switch sec := t.Unix(); {
+		case sec >= math.MaxInt64/int64(time.Second):
+			return math.MaxInt64, true
+		case sec <= math.MinInt64/int64(time.Second):
+			return math.MinInt64, true
+		}
+		return t.UnixNano(), true
+	}
+	return int64(t.Sub(l.base)), false
+}
+
+// satAdd returns a+b for b >= 0, or math.MaxInt64 where that overflows.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// extras returns the fields kept in r's bytes, which are in buf (zero
+// without hasExtra).
+func extras(buf []byte, r *rec) (swr, sie, age time.Duration) {
+	if r.flags&hasExtra == 0 {
+		return 0, 0, 0
+	}
+	b := bytesAt(buf, r, int(r.klen)+int(r.ctlen), extraLen)
+	return time.Duration(binary.LittleEndian.Uint64(b)), time.Duration(binary.LittleEndian.Uint64(b[8:])),
+		time.Duration(binary.LittleEndian.Uint64(b[16:]))
+}
+
+// graces returns the longer of r's own stale windows: an entry is kept that
+// long past its expiry, or the LRU's staleGrace if longer, to be served
+// stale.
+func graces(buf []byte, r *rec) time.Duration {
+	swr, sie, _ := extras(buf, r)
+	return max(swr, sie)
+}
+
+// decode sets *e to the entry v shows. Its key, content type and Data are over
+// the lru's pages (or a large value's own allocation), shared with every
+// other reader.
+func (l *lru) decode(v *view, e *entry) {
+	r := &v.rec
+	*e = entry{size: r.size, stamp: r.stamp, loaded: r.loaded, src: v.src,
+		notFound: r.flags&notFound != 0, fallback: r.flags&fallback != 0}
+	val := &e.v
+	off := int(r.klen)
+	if r.ctlen > 0 {
+		val.ContentType = unsafe.String(&bytesAt(v.buf, r, off, 1)[0], r.ctlen)
+	}
+	off += int(r.ctlen)
+	if r.flags&hasExtra != 0 {
+		val.StaleWhileRevalidate, val.StaleIfError, val.Age = extras(v.buf, r)
+		off += extraLen
+	}
+	switch {
+	case r.dlen > packMax:
+		val.Data = unsafe.Slice(v.data, r.dlen)
+	case r.dlen > 0:
+		val.Data = bytesAt(v.buf, r, off, int(r.dlen))
+	case r.flags&nilData == 0:
+		val.Data = []byte{}
+	}
+	switch {
+	case r.flags&hasExpiry == 0:
+	case r.flags&wallClock != 0:
+		val.Expires = time.Unix(0, r.exp)
+	default:
+		val.Expires = l.base.Add(time.Duration(r.exp))
+	}
+	val.NoStore, val.Stale, val.Checksum = r.flags&noStore != 0, r.flags&stale != 0, r.checksum
+}
+
+// newRec returns a free record, growing the records by a chunk if none is.
+func (l *lru) newRec() int32 {
+	if l.free == noRecord {
+		base := int32(len(l.recs) * recChunk)
+		c := new([recChunk]rec)
+		for i := range c {
+			c[i] = rec{page: noRecord, next: base + int32(i) + 1}
+		}
+		c[recChunk-1].next = noRecord
+		l.recs = append(l.recs, c)
+		l.free = base
+	}
+	id := l.free
+	l.free = l.rec(id).next
+	return id
+}
+
+// reserve returns room for n bytes of record id's entry, after their
+// header: in the current page, or in a new one if they do not fit there,
+// or in a page of their own if they need more than 1/compactOf of one. That
+// bound is what keeps compaction finite: a page closes when the next entry
+// does not fit, so one that took only live entries (as a compaction's
+// destination does) closes more than (compactOf-1)/compactOf live, which is
+// not sparse.
+func (l *lru) reserve(id int32, n int) (pi int32, off uint32) {
+	need := headLen + n
+	switch {
+	case need*compactOf > l.pageSize:
+		pi = l.addPage(need)
+		l.pages[pi].own = true
+		defer l.closePage(pi)
+	case l.cur == noRecord || len(l.pages[l.cur].buf)+need > cap(l.pages[l.cur].buf):
+		if l.cur != noRecord {
+			l.closePage(l.cur)
+		}
+		l.cur = l.addPage(l.pageSize)
+		fallthrough
+	default:
+		pi = l.cur
+	}
+	p := l.pages[pi]
+	o := len(p.buf)
+	p.buf = p.buf[:o+need]
+	binary.LittleEndian.PutUint32(p.buf[o:], uint32(id))
+	binary.LittleEndian.PutUint32(p.buf[o+4:], uint32(n))
+	p.live += need
+	return pi, uint32(o + headLen)
+}
+
+// addPage adds a page of at least size bytes (all of its allocation's size
+// class) and returns its index.
+func (l *lru) addPage(size int) int32 {
+	p := &page{buf: slices.Grow([]byte(nil), size)}
+	if k := len(l.freePages); k > 0 {
+		pi := l.freePages[k-1]
+		l.freePages = l.freePages[:k-1]
+		l.pages[pi] = p
+		return pi
+	}
+	l.pages = append(l.pages, p)
+	return int32(len(l.pages) - 1)
+}
+
+// closePage ends additions to page pi: all of it that is not live, its
+// unused tail included, becomes dead.
+func (l *lru) closePage(pi int32) {
+	p := l.pages[pi]
+	l.dead += int64(cap(p.buf) - p.live)
+	l.note()
+	p.closed = true
+	if pi == l.cur {
+		l.cur = noRecord
+	}
+	if l.isSparse(p) {
+		l.sparse = append(l.sparse, pi)
+	}
+}
+
+// sparse_ reports whether closed page p is to be compacted.
+func (l *lru) isSparse(p *page) bool {
+	return p.closed && !p.own && p.live*compactOf < cap(p.buf)*compactLive
+}
+
+// settle compacts the pages closed sparse, which pages closed by
+// compacting them may add to. It runs after each change of the pages that
+// may close one (an entry stored, an entry dropped), so that between
+// them no closed page is sparse.
+func (l *lru) settle() {
+	for k := len(l.sparse); k > 0; k = len(l.sparse) {
+		pi := l.sparse[k-1]
+		l.sparse = l.sparse[:k-1]
+		// It may have been dropped since, its index given to another.
+		if p := l.pages[pi]; p != nil && l.isSparse(p) {
+			l.compact(pi)
+		}
+	}
+	if l.dead > max(l.maxBytes/deadHigh, int64(l.pageSize)) && !l.cleaning {
+		l.clean()
+	}
+}
+
+// clean compacts closed pages, those with the fewest live bytes first,
+// until the dead bytes are under 1/deadLow of the budget. A page whose
+// dead part is under 1/deadHigh of it is left: its dead bytes are mostly
+// its unused tail, which a copy would only move to another page. The
+// caller holds mu.
+func (l *lru) clean() {
+	l.cleaning = true
+	defer func() { l.cleaning = false }()
+	type candidate struct {
+		pi   int32
+		p    *page
+		live int
+	}
+	var cs []candidate
+	for pi, p := range l.pages {
+		if p != nil && p.closed && !p.own && (cap(p.buf)-p.live)*deadHigh >= cap(p.buf) {
+			cs = append(cs, candidate{int32(pi), p, p.live})
+		}
+	}
+	slices.SortFunc(cs, func(a, b candidate) int { return cmp.Compare(a.live, b.live) })
+	for _, c := range cs {
+		if l.dead <= l.maxBytes/deadLow {
+			return
+		}
+		// A page compacted before may have been freed since, and its index
+		// given to a page this pass added.
+		if l.pages[c.pi] == c.p {
+			l.compact(c.pi)
+		}
+	}
+}
+
+// drop removes record id: from the index and the list, its bytes dead. The
+// caller holds mu.
+func (l *lru) drop(id int32) {
+	r := l.rec(id)
+	l.unlink(id)
+	delete(l.index, r.hash)
+	if r.flags&leased != 0 {
+		delete(l.srcs, id)
+	}
+	if r.dlen > packMax {
+		delete(l.big, id)
+	}
+	l.n--
+	l.bytes -= r.size
+	pi, need := r.page, r.packed()
+	*r = rec{page: noRecord, next: l.free}
+	l.free = id
+	p := l.pages[pi]
+	p.live -= need
+	if p.closed {
+		l.dead += int64(need)
+	}
+	switch {
+	case p.live == 0:
+		l.freePage(pi)
+	case l.isSparse(p):
+		l.compact(pi)
+	}
+	l.settle()
+	l.note()
+}
+
+// compact copies the live entries of closed page pi to the current page
+// and drops pi. The copies' records point at them; a reader still holding
+// the old bytes keeps them, unchanged.
+func (l *lru) compact(pi int32) {
+	l.compactions++
+	p := l.pages[pi]
+	for o := 0; o+headLen <= len(p.buf); {
+		id := int32(binary.LittleEndian.Uint32(p.buf[o:]))
+		n := int(binary.LittleEndian.Uint32(p.buf[o+4:]))
+		at := o + headLen
+		o = at + n
+		r := l.rec(id)
+		if r.page != pi || int(r.off) != at {
+			continue // dead bytes
+		}
+		npi, noff := l.reserve(id, n)
+		copy(l.pages[npi].buf[noff:int(noff)+n], p.buf[at:at+n])
+		r.page, r.off = npi, noff
+		p.live -= headLen + n
+		l.dead += int64(headLen + n)
+	}
+	l.freePage(pi)
+}
+
+// freePage drops page pi, which no live entry holds.
+func (l *lru) freePage(pi int32) {
+	if p := l.pages[pi]; p.closed {
+		l.dead -= int64(cap(p.buf))
+		l.note()
+	}
+	l.pages[pi] = nil
+	l.freePages = append(l.freePages, pi)
+	if pi == l.cur {
+		l.cur = noRecord
+	}
+}
+
+// unlink takes record id out of its list.
+func (l *lru) unlink(id int32) {
+	r := l.rec(id)
+	li := &l.lists[b2i(r.flags&frequent != 0)]
+	if r.prev != noRecord {
+		l.rec(r.prev).next = r.next
+	} else {
+		li.tail = r.next
+	}
+	if r.next != noRecord {
+		l.rec(r.next).prev = r.prev
+	} else {
+		li.head = r.prev
+	}
+	li.bytes -= r.size
+	r.prev, r.next = noRecord, noRecord
+}
+
+// pushFront makes record id the most recently used of list i.
+func (l *lru) pushFront(id int32, i int) {
+	r := l.rec(id)
+	li := &l.lists[i]
+	if i == 1 {
+		r.flags |= frequent
+	} else {
+		r.flags &^= frequent
+	}
+	r.prev, r.next = li.head, noRecord
+	if li.head != noRecord {
+		l.rec(li.head).next = id
+	} else {
+		li.tail = id
+	}
+	li.head = id
+	li.bytes += r.size
+}

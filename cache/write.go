@@ -1,0 +1,370 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync/atomic"
+	"time"
+)
+
+// Set writes v as key's value at key's owner (this node or a peer), which
+// stores it and drops every copy on the other nodes before Set returns: once
+// Set returns nil, no node serves the old value (see WriteResult for nodes
+// that could not be reached). It returns ErrBadKey for an empty key and
+// ErrTooLarge for a value over MaxValueBytes before contacting anyone, and an
+// error (ErrNotOwner while a membership change settles) when the owner did
+// not apply the write. A v with NoStore removes key's value instead.
+func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, error) {
+	if err := g.checkSet(key, v); err != nil {
+		return WriteResult{}, err
+	}
+	peer, remote := g.pick(key)
+	if !remote {
+		return g.setLocal(ctx, key, v)
+	}
+	// Drop the local copy before and after: a Get between the two may
+	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
+	// stores, 2: keeps old hot), and the second drop removes it.
+	ring := g.ring.Load()
+	g.invalidate(key)
+	res, err := peer.Store(ctx, g.cfg.Name, key, v)
+	g.forwarded(key, ring)
+	if err != nil {
+		return res, fmt.Errorf("cache: set %q at %s: %w", key, peer, err)
+	}
+	return res, nil
+}
+
+// setLocal applies a write of key as its owner: the transport calls it for
+// a Store that came from a peer, and Set for keys this node owns. It stores
+// v in the main cache, then drops key's copies on every other node
+// (PeerPicker.DropCopies). v.Expires, or else the group's TTL, sets its
+// expiry; a v with NoStore, or one that has already expired, removes key's
+// value instead. A load of key in progress is not cached when it completes,
+// so it cannot overwrite v. Errors: ErrBadKey, ErrTooLarge, and ErrNotOwner
+// when this node does not own key by its ring, or the ring changed while
+// the write was applied (nothing is stored then).
+func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
+	if err := g.checkSet(key, v); err != nil {
+		return WriteResult{}, err
+	}
+	gd, term, err := g.ownerGuard(key)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	// The old value stays until the new one replaces it, so that a Get
+	// meanwhile reads one or the other and never loads the origin's; loads
+	// in flight are voided (the epoch) and one that begins now cannot store
+	// over the write (lru.add: an entry newer than the load).
+	g.fence(key)
+	// Every copy goes before the new value is served anywhere: were it
+	// stored first, a node could serve its old copy after another had
+	// served the new value (a read going back in time).
+	g.beginWrite(key)
+	defer g.endWrite(key)
+	g.awaitCopies(ctx, key) // no copy sent before the write lands after its drop
+	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err // not applied: a copy may not have been dropped
+	}
+	now := time.Now()
+	if v.Expires.IsZero() && g.cfg.TTL > 0 {
+		v.Expires = now.Add(g.cfg.TTL)
+	}
+	if !g.storable(v, now) {
+		// A removal, as removeLocal's; the hand-off cache too, where a ring
+		// change meanwhile may have moved the old value.
+		g.main.remove(key)
+		g.handoff.remove(key)
+	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
+		// Not applied (the ring changed): the old value, wherever the
+		// change left it, is still the key's.
+		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
+	} else {
+		g.reclaim()
+		// Acknowledged once every heir that answers holds it (copies.go).
+		// One that takes no copy now lost its old one with the drop, or,
+		// if the drop did not reach it either, is named in Unreached.
+		g.sendCopy(ctx, key)
+	}
+	if err := g.retiredDuring(key); err != nil {
+		return WriteResult{}, err
+	}
+	return res, nil
+}
+
+// retiredDuring returns ErrNotOwner if the node retired (Node.Retire) while
+// it applied a write of key that began before: the values it hands over
+// may have been taken before the write landed, and its next owner would
+// then serve the value the write replaced. Not acknowledged, the write is
+// one whose outcome the client does not know, as after a timeout. Retire
+// comes before the hand-off, and this check after the write's last step,
+// so a write that passes it is in what the node hands over.
+func (g *Group) retiredDuring(key string) error {
+	if g.node.retired.Load() {
+		return fmt.Errorf("%w: %q: this node began leaving during the write", ErrNotOwner, key)
+	}
+	return nil
+}
+
+// Remove drops key at its owner (this node or a peer), which drops every
+// copy on the other nodes before Remove returns, as Set does. It returns
+// ErrBadKey for an empty key, and an error when the owner did not apply the
+// removal (it was unreachable, or ErrNotOwner).
+func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
+	if key == "" {
+		return WriteResult{}, ErrBadKey
+	}
+	owner, remote := g.pick(key)
+	if !remote {
+		return g.removeLocal(ctx, key)
+	}
+	ring := g.ring.Load()
+	g.invalidate(key)
+	res, err := owner.Remove(ctx, g.cfg.Name, key)
+	g.forwarded(key, ring)
+	if err != nil {
+		return res, fmt.Errorf("cache: remove %q at %s: %w", key, owner, err)
+	}
+	return res, nil
+}
+
+// removeLocal applies a removal of key as its owner: the transport calls it
+// for a Remove that came from a peer. It drops key here, then on every other
+// node (PeerPicker.DropCopies). Errors: ErrBadKey, and ErrNotOwner when this
+// node does not own key (nothing is dropped then).
+func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error) {
+	if key == "" {
+		return WriteResult{}, ErrBadKey
+	}
+	if _, _, err := g.ownerGuard(key); err != nil {
+		return WriteResult{}, err
+	}
+	// The value goes here first, unlike setLocal's: reads of key here wait
+	// for the write anyway, and a ring change while the copies are dropped
+	// would otherwise move the removed value to the hand-off cache, for the
+	// key's next owner to take after the removal was acknowledged.
+	g.invalidate(key)
+	g.beginWrite(key)
+	defer g.endWrite(key)
+	g.awaitCopies(ctx, key)
+	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
+	if err := ctx.Err(); err != nil {
+		return WriteResult{}, err
+	}
+	g.handoff.remove(key)
+	if err := g.retiredDuring(key); err != nil {
+		return WriteResult{}, err
+	}
+	return res, nil
+}
+
+// forwarded is the second drop of a write that this node sent to key's
+// owner, begun under ring. If the ring changed meanwhile, the drop voids
+// what began before it (the epoch) but records no write here: this node
+// applied none, and were it to own key now, a recorded write would make it
+// refuse the written value that the old owner hands over (Adopt, pull) and
+// load the origin's in its place. So the stripe's epoch moves with its
+// snapshot, unless the written set has overflowed and the stripes are all
+// that records the writes here.
+func (g *Group) forwarded(key string, ring uint64) {
+	if g.ring.Load() == ring {
+		g.invalidate(key)
+		return
+	}
+	i := maphash.String(g.seed, key) % epochStripes
+	g.writtenMu.Lock()
+	e := g.epochs[i].Add(1)
+	if g.written != nil {
+		g.snap[i].Store(e)
+	}
+	g.writtenMu.Unlock()
+	g.loads.forget(key, nil)
+	g.fetches.forget(key, nil)
+	g.failed.forget(key)
+	g.hot.remove(key)
+	g.handoff.remove(key)
+}
+
+// writes are the writes of one key in progress at its owner.
+type writes struct {
+	n    int
+	done chan struct{} // closed when the last ends
+}
+
+// beginWrite marks key as being written by this node, its owner, until
+// endWrite. Meanwhile reads of key here wait for the write (awaitWrite):
+// the value the write replaces is not served once the write began, so that
+// no node can take a copy of it while the write drops the copies, and no
+// caller can join a fetch answered with it after the write is done.
+func (g *Group) beginWrite(key string) {
+	g.writingMu.Lock()
+	if g.writing == nil {
+		g.writing = map[string]*writes{}
+	}
+	w := g.writing[key]
+	if w == nil {
+		w = &writes{done: make(chan struct{})}
+		g.writing[key] = w
+	}
+	w.n++
+	g.writingN.Add(1)
+	g.writingMu.Unlock()
+}
+
+func (g *Group) endWrite(key string) {
+	// A load that overlapped the write may carry what the write replaced:
+	// its guard fails, so that it is neither stored nor copied (loadOrigin),
+	// and no caller after the write joins it (a stale-while-revalidate
+	// refresh can begin after the fence, which forgot the loads before).
+	g.epoch(key).Add(1)
+	g.loads.forget(key, nil)
+	g.fetches.forget(key, nil)
+	g.writingMu.Lock()
+	w := g.writing[key]
+	if w.n--; w.n == 0 {
+		delete(g.writing, key)
+		close(w.done)
+	}
+	g.writingN.Add(-1)
+	g.writingMu.Unlock()
+}
+
+// writeDone returns a channel closed when the writes of key in progress
+// here end, or nil if there are none.
+func (g *Group) writeDone(key string) <-chan struct{} {
+	if g.writingN.Load() == 0 {
+		return nil
+	}
+	g.writingMu.Lock()
+	defer g.writingMu.Unlock()
+	if w := g.writing[key]; w != nil {
+		return w.done
+	}
+	return nil
+}
+
+// beingWritten reports whether key is between beginWrite and endWrite.
+func (g *Group) beingWritten(key string) bool { return g.writeDone(key) != nil }
+
+// awaitWrite waits until no write of key is in progress here, beating with
+// hb meanwhile (a peer's request must not look hung), or until ctx ends.
+// A write takes one round of drops to the other nodes: milliseconds, or
+// about PeerTimeout + the copy lease when one of them cannot be reached.
+func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error {
+	done := g.writeDone(key)
+	if done == nil {
+		return nil
+	}
+	var tick <-chan time.Time
+	if hb != nil {
+		hb.beat()
+		t := time.NewTicker(hb.interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for done != nil {
+		select {
+		case <-done:
+			done = g.writeDone(key) // a write that began meanwhile
+		case <-tick:
+			hb.beat()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// dropLocal drops this node's copies of key (main, hot and an heir's) and nothing
+// else: the transport calls it for a Drop that came from the key's owner
+// after a write. A load or fetch of key in progress is not cached when it
+// completes, and callers that arrive after dropLocal start a new one rather
+// than joining it.
+func (g *Group) dropLocal(key string) {
+	g.invalidate(key)
+	// Only the owner drops an heir's copy: a write through this node
+	// invalidates its own caches (Set) but must leave the copy, which the
+	// owner replaces with the written value.
+	g.copies.remove(key)
+}
+
+// ownerGuard checks that this node owns key and may act as its owner, and
+// returns the guard and term a write stores under.
+func (g *Group) ownerGuard(key string) (guard, uint64, error) {
+	gd := guard{ring: &g.ring, wantRing: g.ring.Load()}
+	if _, remote := g.pick(key); remote {
+		return gd, 0, fmt.Errorf("%w: %q", ErrNotOwner, key)
+	}
+	if g.node.retired.Load() {
+		return gd, 0, fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
+	}
+	term, ok := g.term()
+	if !ok {
+		return gd, 0, fmt.Errorf("%w: %q: this node's registration may have lapsed", ErrNotOwner, key)
+	}
+	return gd, term, nil
+}
+
+// term returns the node's tenure (Config.Tenure).
+func (g *Group) term() (uint64, bool) {
+	if g.tenure == nil {
+		return 0, true
+	}
+	return g.tenure()
+}
+
+// invalidate bumps key's epoch, forgets its flights and remembered failure
+// and drops its entries, in that order (see lru.add for why the order makes
+// a racing load harmless).
+func (g *Group) invalidate(key string) {
+	g.fence(key)
+	g.main.remove(key)
+}
+
+// fence is invalidate but for the main cache's entry, which a write
+// replaces rather than drops first.
+func (g *Group) fence(key string) {
+	g.noteWrite(key)
+	g.epoch(key).Add(1)
+	g.loads.forget(key, nil)
+	g.fetches.forget(key, nil)
+	g.failed.forget(key)
+	g.hot.remove(key)
+	g.handoff.remove(key)
+}
+
+// noteWrite records that key was written or dropped here.
+func (g *Group) noteWrite(key string) {
+	g.writtenMu.Lock()
+	if g.written != nil {
+		if len(g.written) >= maxWritten {
+			g.written = nil
+		} else {
+			g.written[key] = struct{}{}
+		}
+	}
+	g.writtenMu.Unlock()
+}
+
+func (g *Group) epoch(key string) *atomic.Uint64 {
+	return &g.epochs[maphash.String(g.seed, key)%epochStripes]
+}
+
+// loadGuard returns the guard of a load or fetch of key beginning now.
+func (g *Group) loadGuard(key string) guard {
+	e := g.epoch(key)
+	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
+}
+
+func (g *Group) checkSet(key string, v Value) error {
+	if key == "" {
+		return ErrBadKey
+	}
+	if n := int64(len(v.Data)); n > g.cfg.MaxValueBytes {
+		g.st.tooLarge.Add(1)
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, n, g.cfg.MaxValueBytes)
+	}
+	return nil
+}

@@ -131,8 +131,8 @@ func (c Config) Validate() error {
 	case !checkID(c.NodeID):
 		return fieldError("NodeID", "%q: %s", c.NodeID, idChars)
 	}
-	if why := peerURLFault(c.PeerURL); why != "" {
-		return fieldError("PeerURL", "%q: %s", c.PeerURL, why)
+	if err := checkPeerURL(c.PeerURL); err != nil {
+		return fieldError("PeerURL", "%v", err)
 	}
 	if c.Weight < 0 || c.Weight > MaxWeight {
 		return fieldError("Weight", "%d: want 1 to %d", c.Weight, MaxWeight)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport"
 )
 
 // ErrConfig is matched by every error Config.Validate and New return for a Config that
@@ -23,8 +24,9 @@ func fieldError(field, format string, args ...any) error {
 }
 
 // ErrBadPeerURL is returned, wrapped with the offending value, for a peer URL that is not an
-// absolute http or https URL with a host.
-var ErrBadPeerURL = errors.New("peers: bad peer url")
+// absolute http or https URL with a host: it is transport.ErrBadPeer, as the rule is the
+// transport's.
+var ErrBadPeerURL = transport.ErrBadPeer
 
 // ErrBadMember is returned, wrapped with the reason, when a value found under the members
 // prefix does not describe a member: bad JSON, an ID that does not match its key, a bad peer

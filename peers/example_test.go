@@ -22,5 +22,5 @@ func ExampleStatic() {
 	// Output:
 	// [http://10.0.0.1:7070 http://10.0.0.2:7070 http://10.0.0.3:7070]
 	// <nil>
-	// peers: bad peer url "tcp://10.0.0.3:7070": scheme must be http or https
+	// transport: bad peer URL "tcp://10.0.0.3:7070": scheme must be http or https
 }

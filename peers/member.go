@@ -3,9 +3,10 @@ package peers
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"time"
+
+	"github.com/ringcache/ringcache/transport"
 )
 
 // MaxWeight is the largest Weight a member may announce. A weight scales the member's share of
@@ -74,29 +75,9 @@ func decodeMember(id string, value []byte) (Member, error) {
 	return m, nil
 }
 
-// checkPeerURL accepts absolute http and https URLs with a host and no query or fragment: the
-// transport appends request paths to it.
-func checkPeerURL(s string) error {
-	if why := peerURLFault(s); why != "" {
-		return fmt.Errorf("%w %q: %s", ErrBadPeerURL, s, why)
-	}
-	return nil
-}
-
-// peerURLFault returns what keeps s from being a peer URL (see checkPeerURL), or "" if
-// nothing does.
-func peerURLFault(s string) string {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return err.Error()
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "scheme must be http or https"
-	case u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "":
-		return "want scheme://host[:port][/path]"
-	}
-	return ""
-}
+// checkPeerURL is transport's rule for a member's base URL (transport.CheckPeerURL): the
+// transport appends request paths to it, and one rule decides for both.
+func checkPeerURL(s string) error { return transport.CheckPeerURL(s) }
 
 // checkID accepts 1 to 128 characters from [A-Za-z0-9._:-]: enough for host names, pod names
 // and addresses, and never a "/" that would put the key outside its prefix level.

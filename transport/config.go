@@ -297,11 +297,17 @@ func CheckPeerURL(s string) error {
 // name the same member (the ring hashes the string).
 func normalizePeer(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("%w: %q: %v", ErrBadPeer, s, err)
+	why := ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case u.Scheme != "http" && u.Scheme != "https":
+		why = "scheme must be http or https"
+	case u.Host == "" || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		why = "want http(s)://host[:port][/path]"
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", fmt.Errorf("%w: %q: want http(s)://host[:port][/path]", ErrBadPeer, s)
+	if why != "" {
+		return "", fmt.Errorf("%w %q: %s", ErrBadPeer, s, why)
 	}
 	return strings.TrimSuffix(s, "/"), nil
 }

@@ -499,20 +499,6 @@ func (p *Pool) MemberConfirmed() bool {
 	return !denied && now.Sub(newest) < window
 }
 
-// Suspected returns the base URLs of the members whose circuit breaker is
-// open (they could not be dialled or fell silent, and have not answered a
-// probe since), sorted.
-func (p *Pool) Suspected() []string {
-	var out []string
-	for _, pe := range p.state.Load().peers {
-		if pe.suspect.Load() {
-			out = append(out, pe.url)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // DropCopies drops key's copies in group on every other member, and on any
 // other node this one granted a contact lease that may still hold, in
 // parallel (cache.PeerPicker). For a node that does not answer it revokes
@@ -587,28 +573,6 @@ func (p *Pool) goBackground(f func(ctx context.Context)) bool {
 	}
 	p.bgWG.Go(func() { f(p.bg) })
 	return true
-}
-
-// Members returns the base URLs of the ring's members, this node included,
-// sorted.
-func (p *Pool) Members() []string {
-	return slices.Clone(p.state.Load().members)
-}
-
-// Owner returns the base URL of the member that owns key.
-func (p *Pool) Owner(key string) string {
-	return p.state.Load().ring.Get(key)
-}
-
-// Version returns the ring's version (consistenthash.Map.Version), sent to
-// peers in the X-Ringcache-Ring-Version header.
-func (p *Pool) Version() uint64 {
-	return p.state.Load().ring.Version()
-}
-
-// Shares returns each member's share of the hash space, summing to 1.
-func (p *Pool) Shares() map[string]float64 {
-	return p.state.Load().ring.Shares()
 }
 
 // Close stops the Pool's background lease pings, waits for them, and closes

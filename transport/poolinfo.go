@@ -240,3 +240,39 @@ func ringWeight(r ring, m string) int {
 	}
 	return 0
 }
+
+// Suspected returns the base URLs of the members whose circuit breaker is
+// open (they could not be dialled or fell silent, and have not answered a
+// probe since), sorted.
+func (p *Pool) Suspected() []string {
+	var out []string
+	for _, pe := range p.state.Load().peers {
+		if pe.suspect.Load() {
+			out = append(out, pe.url)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Members returns the base URLs of the ring's members, this node included,
+// sorted.
+func (p *Pool) Members() []string {
+	return slices.Clone(p.state.Load().members)
+}
+
+// Owner returns the base URL of the member that owns key.
+func (p *Pool) Owner(key string) string {
+	return p.state.Load().ring.Get(key)
+}
+
+// Version returns the ring's version (consistenthash.Map.Version), sent to
+// peers in the X-Ringcache-Ring-Version header.
+func (p *Pool) Version() uint64 {
+	return p.state.Load().ring.Version()
+}
+
+// Shares returns each member's share of the hash space, summing to 1.
+func (p *Pool) Shares() map[string]float64 {
+	return p.state.Load().ring.Shares()
+}

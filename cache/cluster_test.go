@@ -172,7 +172,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 		c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
 		key := keyOwnedBy(t, c.owner, 1)
 		start := time.Now()
-		v, err := c.groups[0].getLocal(t.Context(), key, 0, nil)
+		v, err := c.groups[0].getLocal(t.Context(), key, "", 0, nil)
 		if err != nil || string(v.Data) != "v:"+key {
 			t.Fatalf("getLocal = %q, %v", v.Data, err)
 		}
@@ -188,7 +188,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 				s.MainItems, s.HotItems, s.PeerGets, s.LocalLoads)
 		}
 		time.Sleep(5 * time.Second)
-		if _, err := c.groups[0].getLocal(t.Context(), key, 0, nil); err != nil {
+		if _, err := c.groups[0].getLocal(t.Context(), key, "", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := o.loadsOf(key); !slices.Equal(got, []int{0, 0}) {
@@ -196,7 +196,7 @@ func TestGetLocalNeverAsksAPeer(t *testing.T) {
 		}
 		// For a key it owns, getLocal fills the main cache.
 		own := keyOwnedBy(t, c.owner, 0)
-		if _, err := c.groups[0].getLocal(t.Context(), own, 0, nil); err != nil {
+		if _, err := c.groups[0].getLocal(t.Context(), own, "", 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if s := c.groups[0].Stats(); s.MainItems != 1 {

@@ -80,9 +80,10 @@
 // A store happens only under a guard taken when the load, fetch or write
 // began (guard, in lru.go): the key's write epoch (a write bumped it), the
 // ring counter (a ring change bumped it) and, for a value taken from
-// another node, the purge generation. The hand-off window adds one rule:
-// a value handed over is not taken for a key written here since the ring
-// change (written, snap). Files follow the paths: group.go reads, write.go
+// another node, the purge generation. A value handed over (Adopt, pull) adds
+// one rule: it is not taken for a key that a node other than the one
+// handing it over wrote since the last ring change (takeOverGuard), since
+// that node hands a key over only after its last write of it. Files follow the paths: group.go reads, write.go
 // writes, load.go origin loads and peer fetches, handoff.go ring changes,
 // hot.go hot copies, copies.go heirs' copies, purge.go purges, lru.go and
 // pages.go the byte-bounded store.

@@ -56,12 +56,14 @@ type Group struct {
 	handoffUntil atomic.Int64 // Unix nanoseconds; 0: no window
 	handoffTimer *time.Timer  // guarded by handoffMu
 	// written holds the keys written (or dropped) here since the last ring
-	// change: no value from before the change may be taken over for them.
+	// change, each with the owner that applied the write ("" for this node,
+	// noteWrite): a value handed over for such a key is taken only from
+	// that owner, whose hand-over comes after its writes (takeOverGuard).
 	// Past maxWritten keys it gives up, and snap decides instead: the write
 	// epochs as they were at the change, so that a key whose stripe moved
 	// since counts as written.
 	writtenMu sync.Mutex
-	written   map[string]struct{} // guarded by writtenMu; nil: overflowed
+	written   map[string]string // guarded by writtenMu; nil: overflowed
 	snap      [epochStripes]atomic.Uint64
 	// pulls counts, by previous owner (a Peer), what this window's pulls
 	// from it found (*pullCount, replaced at each ring change).
@@ -120,7 +122,7 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	g.placer, _ = n.peers.(CopyPlacer)
 	g.copySeq.Store(uint64(time.Now().UnixNano()))
 	g.handoff.staleGrace = g.main.staleGrace
-	g.written = map[string]struct{}{}
+	g.written = map[string]string{}
 	onPanic := func(key string, r any, stack []byte) {
 		g.log.Error("cache: load panicked", "key", key, "panic", r, "stack", string(stack))
 	}
@@ -184,14 +186,27 @@ func (g *Group) Get(ctx context.Context, key string) (Value, error) {
 // caller's goroutine at once and then every interval until the load ends:
 // the transport tells the requesting peer with it that the owner is alive
 // and loading. Its errors are Get's.
-func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration, beat func()) (Value, error) {
+func (g *Group) getLocal(ctx context.Context, key, from string, interval time.Duration, beat func()) (Value, error) {
 	g.st.gets.Add(1)
 	g.st.peerGets.Add(1)
 	if key == "" {
 		g.count(ErrBadKey)
 		return Value{}, ErrBadKey
 	}
-	_, remote := g.pick(key)
+	var hb *heartbeat
+	if beat != nil {
+		hb = &heartbeat{interval: interval, beat: beat}
+	}
+	ring := g.ring.Load()
+	owner, remote := g.pick(key)
+	if remote && from != "" && owner.String() == from && g.awaitRing(ring, ownerMoveWait, hb) {
+		// The asker owns key by this node's ring, so its own ring has moved
+		// key away from it: it is leaving (and hands its values over), or
+		// saw a change first. Neither a load here nor a hot copy may answer
+		// for the key's new owner, which may be this node with the written
+		// value on its way (Adopt, pull): answer by the ring that follows.
+		_, remote = g.pick(key)
+	}
 	if remote && g.node.retired.Load() {
 		// A peer still counts this leaving node the owner: its values went
 		// to their next owners, where a write may have replaced them since,
@@ -200,10 +215,6 @@ func (g *Group) getLocal(ctx context.Context, key string, interval time.Duration
 		err := fmt.Errorf("%w: %q: this node is leaving", ErrNotOwner, key)
 		g.count(err)
 		return Value{}, err
-	}
-	var hb *heartbeat
-	if beat != nil {
-		hb = &heartbeat{interval: interval, beat: beat}
 	}
 	v, err := g.serve(ctx, key, nil, remote, false, hb)
 	if err != nil {
@@ -237,10 +248,12 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote, fetch
 			return Value{}, err
 		}
 		// A write can take a second (a node it waited for); a ring change
-		// meanwhile may have moved key away, with its value: ask the new
-		// owner rather than load the origin's value in place of a write.
-		// A peer's request (no fetch) is told to ask again (fetchPeer).
-		if g.ring.Load() != ring {
+		// meanwhile may have moved key away, with its value, and so may
+		// the node's leaving (Node.Retire: it picks by the ring without
+		// itself then, with no ring change here): ask the new owner rather
+		// than load the origin's value in place of a write. A peer's
+		// request (no fetch) is told to ask again (fetchPeer).
+		if g.ring.Load() != ring || g.node.retired.Load() {
 			if owner, remote = g.pick(key); remote && !fetch {
 				return Value{}, fmt.Errorf("%w: %q: the ring changed while a write of it was applied here", ErrNotOwner, key)
 			}

@@ -149,7 +149,7 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 	ctx := t.Context()
 	calls := map[string]func() error{
 		"Get":      func() error { _, err := g.Get(ctx, ""); return err },
-		"getLocal": func() error { _, err := g.getLocal(ctx, "", 0, nil); return err },
+		"getLocal": func() error { _, err := g.getLocal(ctx, "", "", 0, nil); return err },
 		"Set":      func() error { _, err := g.Set(ctx, "", Value{}); return err },
 		"setLocal": func() error { _, err := g.setLocal(ctx, "", Value{}); return err },
 		"Remove":   func() error { _, err := g.Remove(ctx, ""); return err },
@@ -159,7 +159,7 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 			t.Errorf("%s(\"\") err = %v, want ErrBadKey", name, err)
 		}
 	}
-	g.dropLocal("") // must not panic
+	g.dropLocal("", "") // must not panic
 	if loads.Load() != 0 {
 		t.Fatalf("the origin saw %d loads", loads.Load())
 	}
@@ -635,7 +635,7 @@ func TestRemoveDuringLoad(t *testing.T) {
 			done <- v
 		}()
 		synctest.Wait()
-		g.dropLocal("k")
+		g.dropLocal("k", "")
 		mustGet(t, g, "k", "new") // arrives after Remove: does not join the old load
 		close(release)
 		if v := <-done; string(v.Data) != "old" {

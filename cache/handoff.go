@@ -26,7 +26,7 @@ func (g *Group) ringChanged() {
 	for i := range g.epochs {
 		g.snap[i].Store(g.epochs[i].Load())
 	}
-	g.written = map[string]struct{}{}
+	g.written = map[string]string{}
 	g.writtenMu.Unlock()
 	remote := func(key string) bool { _, r := g.pick(key); return r }
 	moved := g.main.takeIf(remote)
@@ -99,18 +99,28 @@ func (g *Group) inHandoff() bool {
 	return time.Now().UnixNano() < g.handoffUntil.Load()
 }
 
-// unwrittenSinceRingChange reports whether no write of key's stripe has
-// been applied here since the last ring change, so that a value from before
-// the change may still be taken over for it.
-func (g *Group) unwrittenSinceRingChange(key string) bool {
+// takeOverGuard returns the guard under which a value of key that the node
+// from hands over (Adopt, pull) may be stored, and false if none may: when
+// a write of key was applied since the last ring change by another node
+// than from, or by this one. A write applied by from comes before its
+// hand-over (a node hands its values over only once it no longer applies
+// writes of them: Node.Retire, or its ring moved them away), so the value
+// is the newest. The guard fails on any later write of key, and on a ring
+// change.
+func (g *Group) takeOverGuard(key, from string) (guard, bool) {
+	i := maphash.String(g.seed, key) % epochStripes
 	g.writtenMu.Lock()
 	defer g.writtenMu.Unlock()
-	if g.written != nil {
-		_, w := g.written[key]
-		return !w
+	gd := guard{epoch: &g.epochs[i], ring: &g.ring, wantRing: g.ring.Load()}
+	if g.written == nil {
+		gd.wantEpoch = g.snap[i].Load()
+		return gd, g.epochs[i].Load() == gd.wantEpoch
 	}
-	i := maphash.String(g.seed, key) % epochStripes
-	return g.epochs[i].Load() == g.snap[i].Load()
+	if by, ok := g.written[key]; ok && (by == "" || by != from) {
+		return guard{}, false
+	}
+	gd.wantEpoch = g.epochs[i].Load()
+	return gd, true
 }
 
 // Handoff returns this node's value of key for a node that took over key
@@ -149,29 +159,29 @@ func (g *Group) Handoff(key string) (Value, bool) {
 	return e.v, true
 }
 
-// Adopt stores v for key, handed over by the node that owned key before it
-// left, unless this node holds a value of key already or key was written
-// here since the last ring change (a write wins over any hand-off). The
-// transport calls it after checking that this node is key's next owner.
-// It reports whether v was stored.
+// Adopt stores v for key, handed over by from, the node that owned key
+// before (it left, or its ring moved key away), unless this node holds a
+// value of key already or a write of key by another node than from was
+// applied since the last ring change (takeOverGuard: a write wins over any
+// older hand-off). The transport calls it after checking that this node is
+// key's next owner. It reports whether v was stored.
 //
 // A ring change while v is stored voids the store (its guard), as it voids
 // a load; then, if this node still owns key by the new ring, Adopt tries
 // again under it, since no one else will offer v again. A hand-off that
 // raced this node's own ring change (a joiner told of itself last) would
 // otherwise be lost, and the key loaded from the origin.
-func (g *Group) Adopt(key string, v Value) bool {
+func (g *Group) Adopt(key string, v Value, from string) bool {
 	for {
-		if key == "" || !g.unwrittenSinceRingChange(key) || g.purges.active() {
+		gd, ok := g.takeOverGuard(key, from)
+		if key == "" || !ok || g.purges.active() {
 			return false
 		}
 		term, ok := g.term()
 		if !ok || !g.storable(v, time.Now()) {
 			return false
 		}
-		i := maphash.String(g.seed, key) % epochStripes
-		ring := g.ring.Load()
-		gd := guard{epoch: &g.epochs[i], wantEpoch: g.snap[i].Load(), ring: &g.ring, wantRing: ring}
+		ring := gd.wantRing
 		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
 			g.reclaim()
 			g.st.handoffsTaken.Add(1)
@@ -223,12 +233,12 @@ type KeyValue struct {
 }
 
 // pull asks key's previous owner for its value, within the hand-off window
-// of a ring change and if key was not written here since: a key that moved
-// to this node costs its previous owner a lookup instead of the origin a
-// load. It runs on key's load flight, so there is one hand-off fetch per
+// of a ring change and if no other node wrote key since (takeOverGuard): a
+// key that moved to this node costs its previous owner a lookup instead of
+// the origin a load. It runs on key's load flight, so there is one hand-off fetch per
 // key.
 func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
-	if !g.inHandoff() || !g.unwrittenSinceRingChange(key) {
+	if !g.inHandoff() {
 		return Value{}, false
 	}
 	h, ok := g.peers.(Handoffer)
@@ -238,6 +248,9 @@ func (g *Group) pull(ctx context.Context, key string) (Value, bool) {
 	prev, ok := h.PreviousOwner(key)
 	if !ok {
 		return Value{}, false
+	}
+	if _, ok := g.takeOverGuard(key, prev.String()); !ok {
+		return Value{}, false // written since by another node: loadOrigin's guard stores
 	}
 	f, ok := prev.(HandoffFetcher)
 	if !ok {

@@ -192,18 +192,18 @@ func newOriginGroup(t *testing.T) (*Node, *Group) {
 func TestAdopt(t *testing.T) {
 	t.Parallel()
 	n, g := newOriginGroup(t)
-	if !g.Adopt("a", Value{Data: []byte("handed")}) {
+	if !g.Adopt("a", Value{Data: []byte("handed")}, "") {
 		t.Fatal("Adopt of an absent key refused")
 	}
 	mustGet(t, g, "a", "handed")
-	if g.Adopt("a", Value{Data: []byte("older")}) {
+	if g.Adopt("a", Value{Data: []byte("older")}, "") {
 		t.Fatal("Adopt replaced a value the node holds")
 	}
 	n.RingChanged()
 	if _, err := g.Remove(t.Context(), "r"); err != nil {
 		t.Fatal(err)
 	}
-	if g.Adopt("r", Value{Data: []byte("resurrected")}) {
+	if g.Adopt("r", Value{Data: []byte("resurrected")}, "") {
 		t.Fatal("Adopt brought back a key removed since the ring change")
 	}
 	mustGet(t, g, "r", "origin:r")
@@ -250,7 +250,7 @@ func TestAdoptDuringRingChanges(t *testing.T) {
 	}()
 	refused := 0
 	for i := range 4000 {
-		if !g.Adopt("k"+strconv.Itoa(i), Value{Data: []byte("handed")}) {
+		if !g.Adopt("k"+strconv.Itoa(i), Value{Data: []byte("handed")}, "") {
 			refused++
 		}
 	}
@@ -351,40 +351,52 @@ func (b blockingDrops) DropCopies(ctx context.Context, group, key string) []stri
 	return nil
 }
 
-// TestWriteThatOutlivesRetireFails: a write that began before the node
-// retired, and ends after it (its hand-off may have been taken without the
-// write), is not acknowledged: its value could be lost with the node, and
-// a removal undone by the hand-off.
-func TestWriteThatOutlivesRetireFails(t *testing.T) {
+// TestWriteThatOutlivesRetire: a write in progress when its node retires
+// is acknowledged if it ends before the node hands its values over (it is
+// among them: AwaitWrites waited for it), and refused (ErrNotOwner) if it
+// ends after AwaitWrites gave up on it, since the values handed over may
+// have been taken before it landed.
+func TestWriteThatOutlivesRetire(t *testing.T) {
 	t.Parallel()
 	for _, op := range []string{"set", "remove"} {
-		t.Run(op, func(t *testing.T) {
-			t.Parallel()
-			b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
-			n := New(Config{Peers: b})
-			g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
-				return Value{Data: []byte("x")}, nil
-			})})
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan error, 1)
-			go func() {
-				var err error
-				if op == "set" {
-					_, err = g.Set(t.Context(), "k", Value{Data: []byte("w")})
-				} else {
-					_, err = g.Remove(t.Context(), "k")
+		for _, late := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/late=%t", op, late), func(t *testing.T) {
+				t.Parallel()
+				b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
+				n := New(Config{Peers: b})
+				g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+					return Value{Data: []byte("x")}, nil
+				})})
+				if err != nil {
+					t.Fatal(err)
 				}
-				done <- err
-			}()
-			<-b.entered
-			n.Retire()
-			close(b.release)
-			if err := <-done; !errors.Is(err, ErrNotOwner) {
-				t.Fatalf("%s that outlived Retire: err = %v, want ErrNotOwner", op, err)
-			}
-		})
+				done := make(chan error, 1)
+				go func() {
+					var err error
+					if op == "set" {
+						_, err = g.Set(t.Context(), "k", Value{Data: []byte("w")})
+					} else {
+						_, err = g.Remove(t.Context(), "k")
+					}
+					done <- err
+				}()
+				<-b.entered
+				n.Retire()
+				if late {
+					ctx, cancel := context.WithCancel(t.Context())
+					cancel()
+					n.AwaitWrites(ctx) // gives up: the hand-off begins
+				}
+				close(b.release)
+				err = <-done
+				if late && !errors.Is(err, ErrNotOwner) {
+					t.Fatalf("%s that outlived the hand-off's start: err = %v, want ErrNotOwner", op, err)
+				}
+				if !late && err != nil {
+					t.Fatalf("%s that ended before the hand-off: err = %v, want nil", op, err)
+				}
+			})
+		}
 	}
 }
 
@@ -427,5 +439,43 @@ func TestFruitlessPullsStop(t *testing.T) {
 	}
 	if s := c.groups[0].Stats(); s.HandoffsTaken != 1 {
 		t.Errorf("HandoffsTaken %d, want 1", s.HandoffsTaken)
+	}
+}
+
+// TestAwaitWritesOutlastsAWriteInProgress: a write that passed its owner
+// check before Retire holds AwaitWrites until it ends, drops included, so
+// that a hand-over taken after AwaitWrites goes after its drops; one that
+// begins after Retire is refused at once and holds nothing.
+func TestAwaitWritesOutlastsAWriteInProgress(t *testing.T) {
+	t.Parallel()
+	b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
+	n := New(Config{Peers: b})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+		return Value{Data: []byte("x")}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Set(t.Context(), "k", Value{Data: []byte("w")})
+		done <- err
+	}()
+	<-b.entered // the write is dropping copies
+	n.Retire()
+	if _, err := g.Set(t.Context(), "other", Value{Data: []byte("w")}); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("a write after Retire: err = %v, want ErrNotOwner", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if err := n.AwaitWrites(ctx); err == nil {
+		t.Fatal("AwaitWrites returned while a write was dropping copies")
+	}
+	close(b.release)
+	if err := n.AwaitWrites(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("the write that outlived Retire: err = %v, want ErrNotOwner", err)
 	}
 }

@@ -233,7 +233,7 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 		// (it may have before this fetch began). A load here would serve
 		// the origin's value in place of a write.
 		next, remote := g.pick(key)
-		if remote && next.String() == peer.String() && g.awaitRing(ring, ownerMoveWait) {
+		if remote && next.String() == peer.String() && g.awaitRing(ring, ownerMoveWait, nil) {
 			next, remote = g.pick(key)
 		}
 		switch {
@@ -272,14 +272,21 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 }
 
 // awaitRing waits until the group's ring counter is past ring, at most d,
-// and reports whether it is.
-func (g *Group) awaitRing(ring uint64, d time.Duration) bool {
-	deadline := time.Now().Add(d)
+// and reports whether it is. With hb, it beats at once and then every
+// hb.interval while it waits, as await does.
+func (g *Group) awaitRing(ring uint64, d time.Duration, hb *heartbeat) bool {
+	now := time.Now()
+	deadline, next := now.Add(d), now
 	for g.ring.Load() == ring {
-		if time.Now().After(deadline) {
+		if now.After(deadline) {
 			return false
 		}
+		if hb != nil && !now.Before(next) {
+			hb.beat()
+			next = now.Add(hb.interval)
+		}
 		time.Sleep(5 * time.Millisecond)
+		now = time.Now()
 	}
 	return true
 }

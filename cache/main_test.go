@@ -110,7 +110,7 @@ func (p *fakePeer) Fetch(ctx context.Context, group, key string) (Value, error) 
 	if err != nil {
 		return Value{}, err
 	}
-	return g.getLocal(ctx, key, 0, nil)
+	return g.getLocal(ctx, key, "", 0, nil)
 }
 
 func (p *fakePeer) Store(ctx context.Context, group, key string, v Value) (WriteResult, error) {
@@ -139,7 +139,7 @@ func (p *fakePeer) Drop(_ context.Context, group, key string) error {
 	if err != nil {
 		return err
 	}
-	g.dropLocal(key)
+	g.dropLocal(key, "") // the sender is not known: counted as this node's write
 	return nil
 }
 

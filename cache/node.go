@@ -27,8 +27,10 @@ type Node struct {
 	handoff   time.Duration // Config.HandoffWindow with its default
 	log       *slog.Logger
 	retired   atomic.Bool      // see Retire
+	handing   atomic.Bool      // the hand-off may have begun: see AwaitWrites
 	closed    atomic.Bool      // see Close
 	loads     inflight.Counter // the groups' loads and fetches in progress
+	writes    inflight.Counter // the writes applied here as an owner in progress (see AwaitWrites)
 
 	mu     sync.RWMutex
 	groups map[string]*Group // guarded by mu
@@ -56,11 +58,25 @@ func New(cfg Config) *Node {
 // Retire makes the node refuse to apply writes as an owner (ErrNotOwner)
 // from now on, for a node that is leaving: once it hands its values to their
 // next owners, a write it applied would be lost with it, and a write that
-// raced the hand-off could be undone by it. A write in progress that ends
-// after Retire is not acknowledged either (ErrNotOwner), though it may have
-// landed. Reads are served as before. Call it before taking the values to
-// hand over.
+// raced the hand-off could be undone by it. The writes in progress go on:
+// AwaitWrites waits for them. Reads are served as before. Call Retire, then
+// AwaitWrites, before taking the values to hand over.
 func (n *Node) Retire() { n.retired.Store(true) }
+
+// AwaitWrites returns once the writes this node was applying as an owner
+// when it retired have ended, or ctx's error if ctx ends first. Call it
+// after Retire and before taking the values to hand over: such a write
+// drops the key's copies on the other nodes, and were its drop to reach the
+// key's next owner after the value handed over, it would remove that
+// value there, the newest acknowledged one included. A write that ended
+// before AwaitWrites returned is in what the node hands over, and was
+// acknowledged; one still in progress when ctx ended (a peer that does not
+// answer its drop) is not acknowledged (ErrNotOwner), though it may land.
+func (n *Node) AwaitWrites(ctx context.Context) error {
+	err := n.writes.Wait(ctx)
+	n.handing.Store(true)
+	return err
+}
 
 // Close waits for the node's loads and fetches in progress, the detached
 // ones included (a load goes on after its callers gave up, up to the group's

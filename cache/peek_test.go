@@ -138,7 +138,7 @@ func TestPeerViewGetCached(t *testing.T) {
 	if _, ok, _ := pv.GetCached("k", 1<<20); ok || g.Stats() != before {
 		t.Fatalf("PeerView.GetCached of a miss: ok %v, stats %+v then %+v", ok, before, g.Stats())
 	}
-	if _, err := pv.Get(t.Context(), "k", 0, nil); err != nil {
+	if _, err := pv.Get(t.Context(), "k", "", 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	before = g.Stats()

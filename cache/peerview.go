@@ -23,10 +23,14 @@ func (g *Group) PeerView() PeerView { return PeerView{g} }
 // concurrent Get calls for key on this node. If beat is not nil and the call
 // has to wait for a load, beat is called on the caller's goroutine at once
 // and then every interval until the load ends: the transport tells the
-// requesting peer with it that the owner is alive and loading. Its errors
-// are Group.Get's.
-func (p PeerView) Get(ctx context.Context, key string, interval time.Duration, beat func()) (Value, error) {
-	return p.g.getLocal(ctx, key, interval, beat)
+// requesting peer with it that the owner is alive and loading. from is
+// the requesting node's base URL ("" if unknown): a node that asks for a
+// key this node's ring says it owns itself has dropped the key (it is
+// leaving, or its ring changed first), and this node waits for its own
+// ring to follow, for a moment, before it answers. Its errors are
+// Group.Get's.
+func (p PeerView) Get(ctx context.Context, key, from string, interval time.Duration, beat func()) (Value, error) {
+	return p.g.getLocal(ctx, key, from, interval, beat)
 }
 
 // GetCached is Get for a key this node's caches answer (Group.GetCached)
@@ -57,5 +61,6 @@ func (p PeerView) Remove(ctx context.Context, key string) (WriteResult, error) {
 }
 
 // Drop drops this node's copies of key and nothing else, for a Drop that
-// came from the key's owner after a write.
-func (p PeerView) Drop(key string) { p.g.dropLocal(key) }
+// came from the key's owner, from (its base URL, "" if unknown), after a
+// write: from's own hand-over of key may be taken after it, another's not.
+func (p PeerView) Drop(key, from string) { p.g.dropLocal(key, from) }

@@ -27,9 +27,9 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 	// fetch the owner's old value (1: drop, 2: Get fetches old, 1: owner
 	// stores, 2: keeps old hot), and the second drop removes it.
 	ring := g.ring.Load()
-	g.invalidate(key)
+	g.invalidate(key, peer.String())
 	res, err := peer.Store(ctx, g.cfg.Name, key, v)
-	g.forwarded(key, ring)
+	g.forwarded(key, ring, peer.String())
 	if err != nil {
 		return res, fmt.Errorf("cache: set %q at %s: %w", key, peer, err)
 	}
@@ -49,6 +49,8 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	if err := g.checkSet(key, v); err != nil {
 		return WriteResult{}, err
 	}
+	g.node.writes.Add() // before ownerGuard reads retired (AwaitWrites)
+	defer g.node.writes.Done()
 	gd, term, err := g.ownerGuard(key)
 	if err != nil {
 		return WriteResult{}, err
@@ -57,7 +59,7 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	// meanwhile reads one or the other and never loads the origin's; loads
 	// in flight are voided (the epoch) and one that begins now cannot store
 	// over the write (lru.add: an entry newer than the load).
-	g.fence(key)
+	g.fence(key, "")
 	// Every copy goes before the new value is served anywhere: were it
 	// stored first, a node could serve its old copy after another had
 	// served the new value (a read going back in time).
@@ -94,15 +96,16 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	return res, nil
 }
 
-// retiredDuring returns ErrNotOwner if the node retired (Node.Retire) while
-// it applied a write of key that began before: the values it hands over
-// may have been taken before the write landed, and its next owner would
-// then serve the value the write replaced. Not acknowledged, the write is
-// one whose outcome the client does not know, as after a timeout. Retire
-// comes before the hand-off, and this check after the write's last step,
-// so a write that passes it is in what the node hands over.
+// retiredDuring returns ErrNotOwner if the node began handing its values
+// over (Node.AwaitWrites gave up waiting) while it applied a write of key:
+// the values it hands over may have been taken before the write landed,
+// and its next owner would then serve the value the write replaced. Not
+// acknowledged, the write is one whose outcome the client does not know,
+// as after a timeout. The hand-off begins after AwaitWrites, and this check
+// comes after the write's last step, so a write that passes it is in what
+// the node hands over.
 func (g *Group) retiredDuring(key string) error {
-	if g.node.retired.Load() {
+	if g.node.handing.Load() {
 		return fmt.Errorf("%w: %q: this node began leaving during the write", ErrNotOwner, key)
 	}
 	return nil
@@ -121,9 +124,9 @@ func (g *Group) Remove(ctx context.Context, key string) (WriteResult, error) {
 		return g.removeLocal(ctx, key)
 	}
 	ring := g.ring.Load()
-	g.invalidate(key)
+	g.invalidate(key, owner.String())
 	res, err := owner.Remove(ctx, g.cfg.Name, key)
-	g.forwarded(key, ring)
+	g.forwarded(key, ring, owner.String())
 	if err != nil {
 		return res, fmt.Errorf("cache: remove %q at %s: %w", key, owner, err)
 	}
@@ -138,6 +141,8 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	if key == "" {
 		return WriteResult{}, ErrBadKey
 	}
+	g.node.writes.Add() // before ownerGuard reads retired (AwaitWrites)
+	defer g.node.writes.Done()
 	if _, _, err := g.ownerGuard(key); err != nil {
 		return WriteResult{}, err
 	}
@@ -145,7 +150,7 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	// for the write anyway, and a ring change while the copies are dropped
 	// would otherwise move the removed value to the hand-off cache, for the
 	// key's next owner to take after the removal was acknowledged.
-	g.invalidate(key)
+	g.invalidate(key, "")
 	g.beginWrite(key)
 	defer g.endWrite(key)
 	g.awaitCopies(ctx, key)
@@ -160,31 +165,17 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	return res, nil
 }
 
-// forwarded is the second drop of a write that this node sent to key's
-// owner, begun under ring. If the ring changed meanwhile, the drop voids
-// what began before it (the epoch) but records no write here: this node
-// applied none, and were it to own key now, a recorded write would make it
-// refuse the written value that the old owner hands over (Adopt, pull) and
-// load the origin's in its place. So the stripe's epoch moves with its
-// snapshot, unless the written set has overflowed and the stripes are all
-// that records the writes here.
-func (g *Group) forwarded(key string, ring uint64) {
+// forwarded is the second drop of a write that this node sent to owner,
+// begun under ring. If the ring changed meanwhile, it voids what began
+// before it (the epoch) but leaves the main cache's entry: were this node
+// to own key now, that entry may be the written value, which the old owner
+// handed over (Adopt, pull) after the write.
+func (g *Group) forwarded(key string, ring uint64, owner string) {
 	if g.ring.Load() == ring {
-		g.invalidate(key)
+		g.invalidate(key, owner)
 		return
 	}
-	i := maphash.String(g.seed, key) % epochStripes
-	g.writtenMu.Lock()
-	e := g.epochs[i].Add(1)
-	if g.written != nil {
-		g.snap[i].Store(e)
-	}
-	g.writtenMu.Unlock()
-	g.loads.forget(key, nil)
-	g.fetches.forget(key, nil)
-	g.failed.forget(key)
-	g.hot.remove(key)
-	g.handoff.remove(key)
+	g.fence(key, owner)
 }
 
 // writes are the writes of one key in progress at its owner.
@@ -278,12 +269,12 @@ func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error
 }
 
 // dropLocal drops this node's copies of key (main, hot and an heir's) and nothing
-// else: the transport calls it for a Drop that came from the key's owner
-// after a write. A load or fetch of key in progress is not cached when it
-// completes, and callers that arrive after dropLocal start a new one rather
-// than joining it.
-func (g *Group) dropLocal(key string) {
-	g.invalidate(key)
+// else: the transport calls it for a Drop that came from the key's owner,
+// from, after a write. A load or fetch of key in progress is not cached when
+// it completes, and callers that arrive after dropLocal start a new one
+// rather than joining it.
+func (g *Group) dropLocal(key, from string) {
+	g.invalidate(key, from)
 	// Only the owner drops an heir's copy: a write through this node
 	// invalidates its own caches (Set) but must leave the copy, which the
 	// owner replaces with the written value.
@@ -317,16 +308,17 @@ func (g *Group) term() (uint64, bool) {
 
 // invalidate bumps key's epoch, forgets its flights and remembered failure
 // and drops its entries, in that order (see lru.add for why the order makes
-// a racing load harmless).
-func (g *Group) invalidate(key string) {
-	g.fence(key)
+// a racing load harmless). by is the node that applied the write, "" for
+// this node (noteWrite).
+func (g *Group) invalidate(key, by string) {
+	g.fence(key, by)
 	g.main.remove(key)
 }
 
 // fence is invalidate but for the main cache's entry, which a write
 // replaces rather than drops first.
-func (g *Group) fence(key string) {
-	g.noteWrite(key)
+func (g *Group) fence(key, by string) {
+	g.noteWrite(key, by)
 	g.epoch(key).Add(1)
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
@@ -335,14 +327,19 @@ func (g *Group) fence(key string) {
 	g.handoff.remove(key)
 }
 
-// noteWrite records that key was written or dropped here.
-func (g *Group) noteWrite(key string) {
+// noteWrite records that a write of key was applied since the last ring
+// change: by this node as key's owner (by is ""), or by the owner by (a
+// drop it sent, or a write this node forwarded to it). Writes by two
+// owners count as this node's: no hand-over is newer than both.
+func (g *Group) noteWrite(key, by string) {
 	g.writtenMu.Lock()
 	if g.written != nil {
-		if len(g.written) >= maxWritten {
+		if prev, ok := g.written[key]; ok && prev != by {
+			g.written[key] = ""
+		} else if len(g.written) >= maxWritten {
 			g.written = nil
 		} else {
-			g.written[key] = struct{}{}
+			g.written[key] = by
 		}
 	}
 	g.writtenMu.Unlock()

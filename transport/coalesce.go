@@ -83,6 +83,11 @@ const (
 	loadTimedOut   = 't' // cache.ErrLoad, context.DeadlineExceeded
 	loadOverLimit  = 'b' // cache.ErrLoad, cache.ErrTooLarge
 	loadOverloaded = 'o' // cache.ErrOverloaded
+	// cache.ErrNotOwner: the requester asks the owner by its own ring, not
+	// this node again (a key fetched alone from it would be loaded here as
+	// a non-owner's copy). A requester from before the kind takes the answer
+	// for a malformed one and fetches its keys alone for a while.
+	loadNotOwner = 'n'
 )
 
 // Flags of a value frame.

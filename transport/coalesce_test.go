@@ -531,6 +531,27 @@ func TestBatchFrames(t *testing.T) {
 	if !res[4].final || !errors.Is(res[4].err, cache.ErrNotFound) || res[5].final {
 		t.Errorf("not-found %+v, miss %+v", res[4], res[5])
 	}
+	// Each error an owner answers in a batch reads back as the error a
+	// single GET's answer carries: a refusal as the key's owner included,
+	// so that the requester asks the owner by its own ring instead of
+	// fetching the key alone from this node.
+	for _, sent := range []error{cache.ErrLoad, fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded),
+		fmt.Errorf("%w: %w", cache.ErrLoad, cache.ErrTooLarge), cache.ErrOverloaded, fmt.Errorf("%w: leaving", cache.ErrNotOwner)} {
+		kind := loadErrorKind(sent)
+		if kind == 0 {
+			t.Fatalf("%v: no frame kind", sent)
+		}
+		res := make([]batchResult, 1)
+		if err := readFrames(bufio.NewReader(bytes.NewReader(append(appendIndexFrame(nil, frameError, 0), kind))), res, batchValueBytes); err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].final || loadErrorKind(res[0].err) != kind {
+			t.Errorf("%v came back as %+v", sent, res[0])
+		}
+	}
+	if res := loadError(loadNotOwner); !errors.Is(res, cache.ErrNotOwner) {
+		t.Errorf("the not-owner kind reads as %v, want cache.ErrNotOwner", res)
+	}
 	if err := readFrames(bufio.NewReader(bytes.NewReader(appendValueFrame(nil, 0, vals[0]))), make([]batchResult, 1), 4); !errors.Is(err, errBatchAnswer) {
 		t.Errorf("a %d-byte value with a 4-byte limit (MaxResponseBytes): %v, want errBatchAnswer", len(vals[0].Data), err)
 	}

@@ -34,8 +34,9 @@ import (
 // drainBatchBytes, one POST per batch to <BasePath>_adopt/<group>. The
 // receiver keeps a value only if it owns the key (by its ring, or by its ring
 // without the sender when the sender still owns it there: the sender is
-// leaving), holds no value of it, and has not written it since its last ring
-// change (cache.Group.Adopt): a value handed over can never undo a write.
+// leaving), holds no value of it, and no node but the sender wrote it since
+// the receiver's last ring change (cache.Group.Adopt): a value handed over
+// can never undo a write.
 
 // drainBatchBytes bounds one batch; maxAdoptBody bounds what a receiver
 // reads of one.
@@ -59,8 +60,12 @@ type DrainStats struct {
 // owners by the ring without this node. It stops after maxBytes of values
 // (no bound if <= 0) or when ctx ends. Call it while leaving: after the
 // others were told that this node leaves and after node.Retire, so that no
-// write is applied here meanwhile.
+// write is applied here meanwhile. It first waits for the writes that were
+// in progress (cache.Node.AwaitWrites), so that what they drop elsewhere
+// goes before the values it hands over, and they are among those values.
 func (p *Pool) Drain(ctx context.Context, node *cache.Node, maxBytes int64) DrainStats {
+	node.AwaitWrites(ctx) // on ctx's end, what is left is not acknowledged
+
 	st := p.state.Load()
 	// The owners once this node is gone: with explicit arcs its arcs join
 	// the ones before them, so this is not simply the next node clockwise.
@@ -233,7 +238,7 @@ func (h *peerHandler) serveAdopt(w http.ResponseWriter, r *http.Request, escaped
 		if checkKey(key, h.pool.cfg.MaxKeyBytes) != nil || int64(len(v.Data)) > g.Config().MaxValueBytes {
 			continue
 		}
-		if owner(key) == self && g.Adopt(key, v) {
+		if owner(key) == self && g.Adopt(key, v, sender) {
 			adopted++
 		}
 	}

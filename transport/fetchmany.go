@@ -96,6 +96,7 @@ func (pe *peer) fetchMany(ctx context.Context, group string, keys []string) ([]b
 // meanwhile. Values past budget bytes are answered "miss".
 func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cache.PeerView, keys, callers []string, pending []int, budget int) {
 	rc := http.NewResponseController(w)
+	from := r.Header.Get(hdrPeer)
 	w.Write([]byte{frameLate})
 	rc.Flush()
 	type loaded struct {
@@ -122,7 +123,7 @@ func (h *peerHandler) streamLoads(w http.ResponseWriter, r *http.Request, pv cac
 				if callers != nil && callers[i] != "" {
 					kctx = cache.WithCaller(ctx, callers[i])
 				}
-				v, err := pv.Get(kctx, keys[i], 0, nil)
+				v, err := pv.Get(kctx, keys[i], from, 0, nil)
 				done <- loaded{i, v, err}
 			}
 		}()
@@ -183,6 +184,8 @@ func loadErrorKind(err error) byte {
 	switch {
 	case errors.Is(err, cache.ErrOverloaded):
 		return loadOverloaded
+	case errors.Is(err, cache.ErrNotOwner):
+		return loadNotOwner
 	case !errors.Is(err, cache.ErrLoad):
 		return 0
 	case errors.Is(err, context.DeadlineExceeded):
@@ -205,6 +208,8 @@ func loadError(k byte) error {
 		return fmt.Errorf("%w: %w", cache.ErrLoad, cache.ErrTooLarge)
 	case loadOverloaded:
 		return cache.ErrOverloaded
+	case loadNotOwner:
+		return cache.ErrNotOwner
 	}
 	return nil
 }

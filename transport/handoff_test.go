@@ -449,3 +449,89 @@ func TestWriteThroughTheNextOwner(t *testing.T) {
 		t.Fatalf("%d origin loads, want 0", n)
 	}
 }
+
+// TestDrainBeforeTheReceiverSeesTheLeave: a writes key as its owner (the
+// write drops b's copy), then leaves and hands key over to b, its next
+// owner, before b's ring has dropped a. b takes the written value: the drop
+// it saw came from a, whose hand-over is newer than a's own writes. On the
+// old code b counted the drop as a write of its own since its last ring
+// change, refused the value, and once it owned key loaded the origin's in
+// place of the acknowledged write (TestRollingRestartLinearizable).
+func TestDrainBeforeTheReceiverSeesTheLeave(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 3, clusterOpts{})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var key string
+	for _, k := range testKeys(1000) {
+		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key of a goes to b")
+	}
+	if _, err := c.group.Set(t.Context(), key, cache.Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	before := loads.count()
+	a.pool.leaveRing()
+	a.node.Retire()
+	st := a.pool.Drain(t.Context(), a.node, 0)
+	if st.Adopted != st.Offered {
+		t.Errorf("drain %+v: b refused a value it will own", st)
+	}
+	a.srv.Close() // gone: nothing is left to pull from
+	setRing(t, []*testNode{b, c}, []*testNode{b, c})
+	for _, n := range []*testNode{b, c} {
+		v, err := n.group.Get(t.Context(), key)
+		if err != nil || string(v.Data) != "written" {
+			t.Fatalf("%s reads %q %v, want the written value (drain %+v)", n.url, v.Data, err, st)
+		}
+	}
+	if n := loads.count() - before; n != 0 {
+		t.Fatalf("%d origin loads, want 0", n)
+	}
+}
+
+// TestLeavingOwnerAsksTheNextOwner: a, leaving, has handed its written value
+// of key to b, and a client's read reaches a, whose ring sends it to b. b's
+// ring still names a as the owner: b waits for its ring to follow and
+// answers as the owner, with the value a handed over. On the old code b
+// answered at once as a non-owner, with a load of the origin's value in
+// place of the acknowledged write (TestRollingRestartLinearizable).
+func TestLeavingOwnerAsksTheNextOwner(t *testing.T) {
+	t.Parallel()
+	nodes, loads := newCluster(t, 3, clusterOpts{})
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var key string
+	for _, k := range testKeys(1000) {
+		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
+			key = k
+			break
+		}
+	}
+	if key == "" {
+		t.Fatal("no key of a goes to b")
+	}
+	if _, err := c.group.Set(t.Context(), key, cache.Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	before := loads.count()
+	a.pool.leaveRing()
+	a.node.Retire()
+	if st := a.pool.Drain(t.Context(), a.node, 0); st.Adopted != 1 {
+		t.Fatalf("drain %+v, want the written value adopted", st)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		setRing(t, []*testNode{b, c}, []*testNode{b, c})
+	}()
+	v, err := a.group.Get(t.Context(), key)
+	if err != nil || string(v.Data) != "written" {
+		t.Fatalf("a read through the leaving node got %q %v, want the written value", v.Data, err)
+	}
+	if n := loads.count() - before; n != 0 {
+		t.Fatalf("%d origin loads, want 0", n)
+	}
+}

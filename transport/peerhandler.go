@@ -148,7 +148,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The owner's load queue shares its slots between the clients the
 		// requesting nodes serve; a groupcache peer names none and counts
 		// as one client.
-		v, err := g.PeerView().Get(cache.WithCaller(ctx, callerOf(r)), key, cfg.PeerTimeout/3, beat)
+		v, err := g.PeerView().Get(cache.WithCaller(ctx, callerOf(r)), key, r.Header.Get(hdrPeer), cfg.PeerTimeout/3, beat)
 		// Granted again at the answer: a revocation made while the load
 		// ran must reach the requester with this value (lease.go).
 		grant()
@@ -177,7 +177,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.PeerView().Set(ctx, key, v) })
 	case http.MethodDelete:
 		if r.Header.Get(hdrScope) == scopeCopy[0] {
-			g.PeerView().Drop(key)
+			g.PeerView().Drop(key, r.Header.Get(hdrPeer))
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -479,3 +479,38 @@ func TestAwaitWritesOutlastsAWriteInProgress(t *testing.T) {
 		t.Fatalf("the write that outlived Retire: err = %v, want ErrNotOwner", err)
 	}
 }
+
+// TestLoadYieldsToAValueHandedOverMeanwhile: a value handed over (Adopt)
+// while the origin is asked for the same key replaces the load's result,
+// for the readers that shared the load too: they read the handed value,
+// the newest, not the origin's. On the old code they read the origin's
+// (TestRollingRestartLinearizable: a new owner's pull found nothing at the
+// previous owner, whose ring had moved before its caches did, and the
+// offer came while it loaded).
+func TestLoadYieldsToAValueHandedOverMeanwhile(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	n := New(Config{})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+		close(entered)
+		<-release
+		return Value{Data: []byte("origin")}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan string, 1)
+	go func() {
+		v, err := g.Get(t.Context(), "k")
+		read <- fmt.Sprintf("%s %v", v.Data, err)
+	}()
+	<-entered
+	if !g.Adopt("k", Value{Data: []byte("handed")}, "http://previous-owner") {
+		t.Fatal("the hand-over was refused")
+	}
+	close(release)
+	if got := <-read; got != "handed <nil>" {
+		t.Fatalf("the read that shared the load got %q, want the handed value", got)
+	}
+	mustGet(t, g, "k", "handed")
+}

@@ -94,6 +94,8 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
 				if dest.add(key, stored, pgd) {
 					g.copyOut(key)
+				} else if nv, nerr, ok := g.newerThanLoad(key, false); ok {
+					return nv, nerr
 				}
 			}
 			if !pgd.holds() {
@@ -174,8 +176,12 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		} else {
 			stored = g.mainEntry(key, v, stored.stamp, now)
 		}
-		if dest.add(key, stored, gd) && !remote {
-			g.copyOut(key)
+		if dest.add(key, stored, gd) {
+			if !remote {
+				g.copyOut(key)
+			}
+		} else if nv, nerr, ok := g.newerThanLoad(key, remote); ok {
+			return nv, nerr
 		}
 		g.reclaim()
 	}
@@ -187,6 +193,18 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		v.NoStore = true
 	}
 	return v, nil
+}
+
+// newerThanLoad returns what the main cache holds for key, which this node
+// owns (remote is false), after a load's result was not stored there: a
+// write, or a hand-over (Adopt) that arrived while the origin was asked,
+// stored a value that replaces the load's result, and a read that shared
+// the load returns that value rather than the origin's.
+func (g *Group) newerThanLoad(key string, remote bool) (Value, error, bool) {
+	if remote {
+		return Value{}, nil, false
+	}
+	return g.lookup(key, false)
 }
 
 // fetch returns key's value from its owner, sharing one fetch among the

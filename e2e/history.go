@@ -203,11 +203,19 @@ type Checker struct {
 	byValue map[string]int  // Put value -> index into writes[key]
 	pending []Op            // reads not yet checked
 	moved   []Interval
+	// seen holds, by key, the reads that returned a PUT's value: when each
+	// ended, and when the latest-begun such PUT read by then began.
+	seen map[string][]seenRead
 }
+
+// seenRead is a read that returned a PUT's value: it ended at end; newest
+// is the latest Start of the PUTs whose values reads ending by then
+// returned (a running maximum over seen's order).
+type seenRead struct{ end, newest time.Time }
 
 // NewChecker returns a checker for keys whose unwritten value origin gives.
 func NewChecker(origin Origin) *Checker {
-	return &Checker{origin: origin, writes: map[string][]Op{}, byValue: map[string]int{}}
+	return &Checker{origin: origin, writes: map[string][]Op{}, byValue: map[string]int{}, seen: map[string][]seenRead{}}
 }
 
 // Moved records that keys' ownership may have moved during iv: a node
@@ -277,6 +285,7 @@ func (r Report) Plus(o Report) Report {
 // dropped unchecked.
 func (c *Checker) Check(complete time.Time) Report {
 	var r Report
+	c.see(complete)
 	keep := c.pending[:0]
 	for _, op := range c.pending {
 		if !op.End.Before(complete) {
@@ -348,8 +357,13 @@ func (c *Checker) check(g Op, r *Report) {
 
 	absent := g.Status == http.StatusNotFound
 	if !absent {
-		if i, ok := c.byValue[valueKey(g.Key, g.Value)]; ok && i < len(ws) && ws[i].Kind == Put && bytes.Equal(ws[i].Value, g.Value) {
+		if i, ok := c.putOf(g); ok {
 			w := ws[i]
+			if newer, ok := c.wentBack(g, w); ok {
+				c.violate(r, g, "went back: returned "+w.String()+" after an earlier read returned a PUT begun at "+
+					newer.Format("15:04:05.000")+", after it ended")
+				return
+			}
 			switch {
 			case allowed[i]:
 				return
@@ -400,6 +414,62 @@ func (c *Checker) check(g Op, r *Report) {
 	if len(r.RevertSamples) < 3 {
 		r.RevertSamples = append(r.RevertSamples, g.String()+": the origin's value, though no membership change since "+c.describe(ws, live))
 	}
+}
+
+// see records the reads ended before complete that returned a PUT's value,
+// for the rule that reads do not go back in time (wentBack).
+func (c *Checker) see(complete time.Time) {
+	touched := map[string]bool{}
+	for _, g := range c.pending {
+		if !g.End.Before(complete) || g.Status != http.StatusOK {
+			continue
+		}
+		if i, ok := c.putOf(g); ok {
+			c.seen[g.Key] = append(c.seen[g.Key], seenRead{end: g.End, newest: c.writes[g.Key][i].Start})
+			touched[g.Key] = true
+		}
+	}
+	for key := range touched {
+		s := c.seen[key]
+		slices.SortFunc(s, func(a, b seenRead) int { return a.end.Compare(b.end) })
+		for i := 1; i < len(s); i++ {
+			if s[i-1].newest.After(s[i].newest) {
+				s[i].newest = s[i-1].newest
+			}
+		}
+	}
+}
+
+// putOf returns the index in c.writes[g.Key] of the PUT whose value read g
+// returned, if any.
+func (c *Checker) putOf(g Op) (int, bool) {
+	ws := c.writes[g.Key]
+	if i, ok := c.byValue[valueKey(g.Key, g.Value)]; ok && i < len(ws) && ws[i].Kind == Put && bytes.Equal(ws[i].Value, g.Value) {
+		return i, true
+	}
+	return 0, false
+}
+
+// wentBack returns the start of a PUT that a read ended before g began
+// returned, when w, the acknowledged PUT whose value g returned, had ended
+// before it began: once a node served the newer value, no read may return
+// the older (issue 31's monotonic reads). A write of unknown outcome may
+// apply late, so it is never the older one.
+func (c *Checker) wentBack(g, w Op) (time.Time, bool) {
+	if w.Outcome() != Acked {
+		return time.Time{}, false
+	}
+	s := c.seen[g.Key]
+	i, _ := slices.BinarySearchFunc(s, g.Start, func(r seenRead, t time.Time) int {
+		if r.end.Before(t) {
+			return -1
+		}
+		return 1
+	})
+	if i == 0 || !s[i-1].newest.After(w.End) {
+		return time.Time{}, false
+	}
+	return s[i-1].newest, true
 }
 
 func (c *Checker) describe(ws []Op, idx []int) string {

@@ -116,6 +116,18 @@ func TestChecker(t *testing.T) {
 		{"the paused owner's old value after it rejoins is stale, membership or not", []Op{
 			put("k", "v1", 0, 10, 204), put("k", "v2", 100, 110, 204), get("k", "v1", 200, 210),
 		}, []Interval{{at(20), at(300)}}, 1, 0, 0},
+		{"went back: an older acknowledged PUT after a read of a newer one in progress", []Op{
+			put("k", "v1", 0, 10, 204), put("k", "v2", 20, 100, 204), get("k", "v2", 30, 40), get("k", "v1", 50, 60),
+		}, nil, 1, 0, 0},
+		{"reads that overlap may see the older and the newer in either order", []Op{
+			put("k", "v1", 0, 10, 204), put("k", "v2", 20, 100, 204), get("k", "v2", 30, 55), get("k", "v1", 50, 60),
+		}, nil, 0, 0, 0},
+		{"a PUT that overlapped the newer one is not older", []Op{
+			put("k", "v1", 0, 25, 204), put("k", "v2", 20, 100, 204), get("k", "v2", 30, 40), get("k", "v1", 50, 60),
+		}, nil, 0, 0, 0},
+		{"a PUT of unknown outcome may apply late", []Op{
+			put("k", "v1", 0, 10, 503), put("k", "v2", 20, 100, 204), get("k", "v2", 30, 40), get("k", "v1", 50, 60),
+		}, nil, 0, 0, 0},
 		{"a value no one wrote", []Op{
 			put("k", "v1", 0, 10, 204), get("k", "v9", 40, 50),
 		}, nil, 1, 0, 0},

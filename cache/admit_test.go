@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // blockedOrigin is a Getter whose loads wait until released, and that
@@ -70,13 +72,7 @@ func asyncGet(g *Group, caller, key string) <-chan error {
 // waitFor polls cond for up to 10s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 10s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) { return cond(), "no " + what })
 }
 
 // TestLoadGateShedsTheHeaviestCaller fills a group's load slots and queue

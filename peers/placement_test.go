@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/poll"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -329,19 +330,14 @@ func TestLeaveKeepsOthersPositions(t *testing.T) {
 	if _, err := raw.Delete(t.Context(), "/ringcache/default/members/a"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := storedPositions(t, raw)
-		if p, ok := got["a"]; ok {
-			if !slices.Equal(p, stored["a"]) {
-				t.Errorf("a came back with positions %v, had %v", p, stored["a"])
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a's key not put back within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
+	var back []uint32
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		var ok bool
+		back, ok = storedPositions(t, raw)["a"]
+		return ok, "a's key not put back"
+	})
+	if !slices.Equal(back, stored["a"]) {
+		t.Errorf("a came back with positions %v, had %v", back, stored["a"])
 	}
 	if v := converged(t, urls("a", "b", "c"), nodes[:3]).Version(); v != after.Version() {
 		t.Errorf("ring version %x after a's key came back, want %x", v, after.Version())

@@ -1,9 +1,12 @@
 package peers
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // TestTenure: a registered node holds its tenure under its key's create
@@ -32,21 +35,17 @@ func TestTenure(t *testing.T) {
 	if got, held := c.r.Tenure(); held || got != term {
 		t.Fatalf("cut off past its lease: Tenure() = %d, %v; want %d, false", got, held, term)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Equal(a.r.State().Peers, urls("a")) {
-		if time.Now().After(deadline) {
-			t.Fatalf("a still has peers %v", a.r.State().Peers)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		peers := a.r.State().Peers
+		return slices.Equal(peers, urls("a")), fmt.Sprintf("a still has peers %v", peers)
+	})
 
 	px.restore()
 	converge(t, urls("a", "c"), 15*time.Second, a, c)
 	waitState(t, c.r, "registered", 10*time.Second, func(s State) bool { return s.Registered })
 	// Held again once a keepalive answers (on a loaded machine that can
 	// trail the registration by more than the lease's first stretch).
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		term2, held := c.r.Tenure()
 		if term2 == term {
 			t.Fatalf("Tenure() after registering again = %d: the term did not change, though the key was deleted", term2)
@@ -55,11 +54,7 @@ func TestTenure(t *testing.T) {
 			if st := c.r.State(); st.Term != term2 {
 				t.Fatalf("State().Term = %d after registering again; want the new term %d", st.Term, term2)
 			}
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Tenure() = %d, false 10s after registering again", term2)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return held, fmt.Sprintf("Tenure() = %d, false after registering again", term2)
+	})
 }

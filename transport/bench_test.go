@@ -358,22 +358,28 @@ func (w *discardWriter) Write(p []byte) (int, error) { w.n += len(p); return len
 // sides of the hop counted: go test -run '^$' -bench ColdFill -benchmem
 // -count 6 ./transport.
 func BenchmarkColdFill(b *testing.B) {
-	nodes, _ := newCluster(b, 3, clusterOpts{})
-	g := nodes[0].group
-	var next atomic.Uint64
-	var failed atomic.Int64
-	b.SetParallelism(32)
-	b.ReportAllocs()
-	defer reportCPU(b)()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			k := fmt.Sprintf("cold-%d", next.Add(1))
-			if v, err := g.Get(b.Context(), k); err != nil || !bytes.Equal(v.Data, valueOf(k)) {
-				failed.Add(1)
+	// copies=2 is what a crash that costs the origin nothing costs a miss:
+	// a copy sent to the key's heir after each load.
+	for _, copies := range []int{1, 2} {
+		b.Run(fmt.Sprintf("copies=%d", copies), func(b *testing.B) {
+			nodes, _ := newCluster(b, 3, clusterOpts{group: withCopies(copies)})
+			g := nodes[0].group
+			var next atomic.Uint64
+			var failed atomic.Int64
+			b.SetParallelism(32)
+			b.ReportAllocs()
+			defer reportCPU(b)()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					k := fmt.Sprintf("cold-%d", next.Add(1))
+					if v, err := g.Get(b.Context(), k); err != nil || !bytes.Equal(v.Data, valueOf(k)) {
+						failed.Add(1)
+					}
+				}
+			})
+			if n := failed.Load(); n > 0 {
+				b.Fatalf("%d reads failed", n)
 			}
-		}
-	})
-	if n := failed.Load(); n > 0 {
-		b.Fatalf("%d reads failed", n)
+		})
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // peerOps records the peer requests a node makes (Config.OnPeerRequest).
@@ -482,17 +483,10 @@ func TestPausedOwnerReleasesBatches(t *testing.T) {
 	}
 	// Once the owner answers again, a write through the asker reaches it
 	// and reads back on both nodes.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		r := put(t, c, asker, keys[0], "after")
-		if r.status == http.StatusNoContent {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PUT after resume = %d %q", r.status, r.body)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return r.status == http.StatusNoContent, fmt.Sprintf("PUT after resume = %d %q", r.status, r.body)
+	})
 	mustRead(t, c, own, keys[0], "after")
 	mustRead(t, c, asker, keys[0], "after")
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // keyOf returns a key that n owns by every node's ring (they agree here).
@@ -153,16 +154,15 @@ func TestPausedOwnerCostsOneTimeout(t *testing.T) {
 		t.Fatalf("Suspected() = %v, want the paused node", got)
 	}
 	paused.gate.resume()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(nodes[0].pool.Suspected()) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the node is still suspected 10s after it resumed")
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		if len(nodes[0].pool.Suspected()) == 0 {
+			return true, ""
 		}
 		if err := get(t, c, nodes[0], keys[0]); err != nil { // kicks the probe
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, "the node is still suspected after it resumed"
+	})
 	before := nodes[0].group.Stats().PeerLoads
 	if err := get(t, c, nodes[0], keyOf(t, nodes, paused, "after-")); err != nil {
 		t.Fatal(err)
@@ -343,20 +343,15 @@ func TestDroppedOwnerLearnsFromTheRequest(t *testing.T) {
 	mustRead(t, c, owner, key, "first")
 	// The owner's first probes bring each peer's token for it: its
 	// baseline, to which a later token is compared.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		known := 0
 		for _, pe := range owner.pool.state.Load().peers {
 			if pe.since.Load() != nil {
 				known++
 			}
 		}
-		if known == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the owner knows %d of 2 peers' tokens for it after 5s", known)
-		}
-	}
+		return known == 2, fmt.Sprintf("the owner knows %d of 2 peers' tokens for it", known)
+	})
 
 	others := []*testNode{nodes[0], nodes[2]}
 	for _, n := range others {
@@ -451,17 +446,10 @@ func TestStaleAnswers(t *testing.T) {
 			t.Fatalf("stale GET at %s = %d %q, Age %q, Cache-Control %q", n.url, r.status, r.body, r.header.Get("Age"), r.header.Get("Cache-Control"))
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	poll.Until(t, 5*time.Second, func() (bool, string) {
 		r := mustDo(t, c, http.MethodGet, publicURL(nodes[0].url, testGroup, key), nil)
-		if r.body == "v2" && r.header.Get("Age") == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fresh value 5s after the stale reads: %q", r.body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return r.body == "v2" && r.header.Get("Age") == "", fmt.Sprintf("no fresh value after the stale reads: %q", r.body)
+	})
 	if loads.Load() != 2 {
 		t.Fatalf("loads = %d, want 2", loads.Load())
 	}
@@ -476,13 +464,9 @@ func TestMemberConfirmed(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	waitFor := func(want bool) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for a.pool.MemberConfirmed() != want {
-			if time.Now().After(deadline) {
-				t.Fatalf("MemberConfirmed() is not %v after 5s", want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		poll.Until(t, 5*time.Second, func() (bool, string) {
+			return a.pool.MemberConfirmed() == want, fmt.Sprintf("MemberConfirmed() is not %v", want)
+		})
 	}
 	if a.pool.MemberConfirmed() {
 		t.Fatal("confirmed before any peer said so")

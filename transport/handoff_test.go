@@ -10,6 +10,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // setRing gives every node in nodes the member set of members.
@@ -219,13 +220,10 @@ func TestJoinIsWarmBeforeItIsAsked(t *testing.T) {
 	before := loads.count()
 	setRing(t, nodes, nodes)
 	moved := countOwned(joiner, keys)
-	deadline := time.Now().Add(10 * time.Second)
-	for joiner.group.Stats().MainItems < int64(moved) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the joiner holds %d of the %d keys that moved to it, 10s after the join", joiner.group.Stats().MainItems, moved)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		held := joiner.group.Stats().MainItems
+		return held >= int64(moved), fmt.Sprintf("the joiner holds %d of the %d keys that moved to it", held, moved)
+	})
 	warm(t, c, nodes, keys)
 	if extra := loads.count() - before; extra != 0 {
 		t.Fatalf("%d origin loads after the join, want 0", extra)

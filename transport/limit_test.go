@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // limitedServer serves h on a loopback listener capped as cfg says and
@@ -128,13 +129,9 @@ func (s *limitedServer) peakOf(ip string) int {
 // awaitOpen waits until the listener holds n connections.
 func (s *limitedServer) awaitOpen(t *testing.T, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.ln.Open() != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("listener holds %d connections, want %d", s.ln.Open(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return s.ln.Open() == n, fmt.Sprintf("listener holds %d connections, want %d", s.ln.Open(), n)
+	})
 }
 
 // fromIP returns a dialer whose connections come from the loopback address
@@ -718,11 +715,9 @@ func floodAndSlowloris(t *testing.T, cfg LimitConfig, sources []string) floodRes
 	}
 	// Warm up: every worker's connection is open and has served a request.
 	time.Sleep(window)
-	for deadline := time.Now().Add(5 * time.Second); warmed.Load() < normalConns; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d normal workers served after the warm-up", warmed.Load(), normalConns)
-		}
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return warmed.Load() >= normalConns, fmt.Sprintf("%d of %d normal workers served after the warm-up", warmed.Load(), normalConns)
+	})
 	for i := range windows {
 		setAttack(i%2 == 1)
 		time.Sleep(window)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // TestShutdownWaitsForForeignServer: a Node mounted in a server it does not
@@ -88,13 +89,10 @@ func TestNodeOneKeyLimit(t *testing.T) {
 // waitMembers waits until n's ring has want members.
 func waitMembers(t *testing.T, n *Node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(n.Pool().Members()) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d members, want %d", n.Self(), len(n.Pool().Members()), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		got := len(n.Pool().Members())
+		return got == want, fmt.Sprintf("%s: %d members, want %d", n.Self(), got, want)
+	})
 }
 
 // get2 reads key through the public route at base and checks the value.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/embedetcd"
+	"github.com/ringcache/ringcache/internal/poll"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 )
@@ -73,13 +74,10 @@ func startEtcdNode(t *testing.T, endpoint, id string, onRing func([]string), get
 // waitMembers waits until n's ring has want members.
 func waitMembers(t *testing.T, n *transport.Node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for len(n.Pool().Members()) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d members, want %d", n.Self(), len(n.Pool().Members()), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, func() (bool, string) {
+		got := len(n.Pool().Members())
+		return got == want, fmt.Sprintf("%s: %d members, want %d", n.Self(), got, want)
+	})
 }
 
 // get2 reads key through the public route at base and checks the value.

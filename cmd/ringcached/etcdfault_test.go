@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/internal/faultnet"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // etcdBehindProxy starts an embedded etcd, as dev mode does, and a proxy
@@ -38,12 +39,7 @@ func awaitNodes(t *testing.T, nodes []*node, what string, ok func(*node) bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for _, n := range nodes {
-		for !ok(n) {
-			if time.Now().After(deadline) {
-				t.Fatalf("node %s: not %s within 60s", n.nodeID, what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poll.Until(t, time.Until(deadline), func() (bool, string) { return ok(n), "node " + n.nodeID + ": not " + what })
 	}
 }
 
@@ -154,20 +150,15 @@ func startEtcdProcess(t *testing.T) (*os.Process, string) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		resp, err := http.Get(client + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return cmd.Process, client
-			}
+		if err != nil {
+			return false, fmt.Sprintf("etcd at %s not healthy: %v", client, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("etcd at %s not healthy within 30s: %v", client, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("etcd at %s answers %d", client, resp.StatusCode)
+	})
+	return cmd.Process, client
 }
 
 // TestEtcdFaultsKeepCaches stalls etcd (SIGSTOP of its process) or cuts

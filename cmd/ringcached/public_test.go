@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/internal/devcert"
+	"github.com/ringcache/ringcache/internal/poll"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
 )
@@ -310,10 +311,9 @@ func TestMaxConns(t *testing.T) {
 		}
 		defer c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for n.limited[0].Open() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return n.limited[0].Open() >= 2, fmt.Sprintf("%d connections open, want 2", n.limited[0].Open())
+	})
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -354,10 +354,9 @@ func TestMaxConnsPerClient(t *testing.T) {
 	}
 	dial("127.0.0.1")
 	dial("127.0.0.1")
-	deadline := time.Now().Add(5 * time.Second)
-	for n.limited[0].Open() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		return n.limited[0].Open() >= 2, fmt.Sprintf("%d connections open, want 2", n.limited[0].Open())
+	})
 	c := dial("127.0.0.1")
 	c.SetDeadline(time.Now().Add(5 * time.Second))
 	fmt.Fprintf(c, "GET /cache/demo/k HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -21,10 +21,14 @@ import (
 //     cache holds, so that the copy with the highest stamp carries the
 //     owner's latest value: an heir keeps a copy only if it holds none of
 //     the key with a higher stamp from the same owner.
-//   - A write drops the heirs' copies with every other node's
-//     (PeerPicker.DropCopies) before it stores, and waits first for the
-//     background sends of key in flight, so that no copy sent before the
-//     write lands after its drop.
+//   - A write drops every other node's copies (PeerPicker.DropCopies)
+//     before it stores, and waits first for the background sends of key in
+//     flight, so that no copy sent before the write lands after its drop.
+//     A DELETE drops the heirs' copies too. A PUT, through a PeerPicker
+//     that is a Replacer, leaves them, for its own copy to replace: were
+//     the owner to crash between the drop and the new copy, the heir that
+//     takes the key over would hold neither value, and load the origin's
+//     in place of the one acknowledged before the PUT.
 //   - An heir never serves a copy while the key's owner is in its ring.
 //     It hands it over (Handoff) to a node whose fetch from the owner
 //     failed, and promotes it to its main cache at the ring change that
@@ -44,6 +48,13 @@ type CopyPlacer interface {
 	// the order they would own it if the ones before them left, as Peers
 	// (this node left out), and whether this node is one of them.
 	Heirs(key string, n int) (heirs []Peer, self bool)
+}
+
+// A Replacer is a PeerPicker whose drops can say that the write replaces
+// key's value (a PUT): a node then drops its hot copy and keeps its copy as
+// an heir, which the write's own copy replaces (Group.dropLocal).
+type Replacer interface {
+	DropCopiesReplaced(ctx context.Context, group, key string) (unreached []string)
 }
 
 // A CopyKeeper is a Peer that keeps the copies an owner sends it.
@@ -121,7 +132,7 @@ func (g *Group) copyOut(key string) {
 		defer g.copyDone(key)
 		ctx, cancel := context.WithTimeout(context.Background(), g.cfg.LoadTimeout)
 		defer cancel()
-		g.sendCopy(ctx, key)
+		g.sendCopy(ctx, key, false)
 	}()
 }
 
@@ -156,7 +167,7 @@ func (g *Group) awaitCopies(ctx context.Context, key string) {
 // sendCopy sends key's value, as the main cache holds it after a stamp is
 // taken, to every heir of key, in parallel, and returns the heirs that did
 // not take it. Nothing is sent when the main cache holds no value of key.
-func (g *Group) sendCopy(ctx context.Context, key string) (unreached []string) {
+func (g *Group) sendCopy(ctx context.Context, key string, replacing bool) (unreached []string) {
 	if !g.replicates() {
 		return nil
 	}
@@ -167,6 +178,11 @@ func (g *Group) sendCopy(ctx context.Context, key string) (unreached []string) {
 	stamp := g.nextStamp()
 	v, ok := g.mainValue(key)
 	if !ok {
+		if replacing { // evicted already: the heirs' old copies go
+			for _, h := range heirs {
+				h.Drop(ctx, g.cfg.Name, key)
+			}
+		}
 		return nil
 	}
 	cp := []Copy{{Key: key, Value: v, Stamp: stamp}}
@@ -178,13 +194,21 @@ func (g *Group) sendCopy(ctx context.Context, key string) (unreached []string) {
 			continue
 		}
 		wg.Go(func() {
-			if _, err := k.KeepCopies(ctx, g.cfg.Name, cp); err != nil {
+			kept, err := k.KeepCopies(ctx, g.cfg.Name, cp)
+			if err == nil && kept > 0 {
+				g.st.copiesSent.Add(1)
+				return
+			}
+			if replacing {
+				// The write's drop left this heir its copy for this one to
+				// replace; it did not take this one, so its old copy goes.
+				h.Drop(ctx, g.cfg.Name, key)
+			}
+			if err != nil {
 				mu.Lock()
 				unreached = append(unreached, h.String())
 				mu.Unlock()
-				return
 			}
-			g.st.copiesSent.Add(1)
 		})
 	}
 	wg.Wait()

@@ -159,7 +159,7 @@ func TestBadKeysNeverReachTheOrigin(t *testing.T) {
 			t.Errorf("%s(\"\") err = %v, want ErrBadKey", name, err)
 		}
 	}
-	g.dropLocal("", "") // must not panic
+	g.dropLocal("", "", false) // must not panic
 	if loads.Load() != 0 {
 		t.Fatalf("the origin saw %d loads", loads.Load())
 	}
@@ -635,7 +635,7 @@ func TestRemoveDuringLoad(t *testing.T) {
 			done <- v
 		}()
 		synctest.Wait()
-		g.dropLocal("k", "")
+		g.dropLocal("k", "", false)
 		mustGet(t, g, "k", "new") // arrives after Remove: does not join the old load
 		close(release)
 		// Its load was voided, and the value stored since replaces its

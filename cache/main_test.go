@@ -139,7 +139,7 @@ func (p *fakePeer) Drop(_ context.Context, group, key string) error {
 	if err != nil {
 		return err
 	}
-	g.dropLocal(key, "") // the sender is not known: counted as this node's write
+	g.dropLocal(key, "", false) // the sender is not known: counted as this node's write
 	return nil
 }
 

@@ -63,4 +63,6 @@ func (p PeerView) Remove(ctx context.Context, key string) (WriteResult, error) {
 // Drop drops this node's copies of key and nothing else, for a Drop that
 // came from the key's owner, from (its base URL, "" if unknown), after a
 // write: from's own hand-over of key may be taken after it, another's not.
-func (p PeerView) Drop(key, from string) { p.g.dropLocal(key, from) }
+// replaced says the write was a PUT, whose copy replaces this node's as an
+// heir (Replacer): the heir's copy stays until it does.
+func (p PeerView) Drop(key, from string, replaced bool) { p.g.dropLocal(key, from, replaced) }

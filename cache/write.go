@@ -66,11 +66,17 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	g.beginWrite(key)
 	defer g.endWrite(key)
 	g.awaitCopies(ctx, key) // no copy sent before the write lands after its drop
-	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
+	now := time.Now()
+	var res WriteResult
+	r, replacing := g.peers.(Replacer)
+	if replacing = replacing && g.replicates() && g.storable(v, now); replacing {
+		res.Unreached = r.DropCopiesReplaced(ctx, g.cfg.Name, key) // the heirs keep theirs for sendCopy
+	} else {
+		res.Unreached = g.peers.DropCopies(ctx, g.cfg.Name, key)
+	}
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err // not applied: a copy may not have been dropped
 	}
-	now := time.Now()
 	if v.Expires.IsZero() && g.cfg.TTL > 0 {
 		v.Expires = now.Add(g.cfg.TTL)
 	}
@@ -86,9 +92,9 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	} else {
 		g.reclaim()
 		// Acknowledged once every heir that answers holds it (copies.go).
-		// One that takes no copy now lost its old one with the drop, or,
-		// if the drop did not reach it either, is named in Unreached.
-		g.sendCopy(ctx, key)
+		// One that takes no copy loses its old one (sendCopy drops it), or,
+		// if neither reaches it, is named in Unreached.
+		g.sendCopy(ctx, key, replacing)
 	}
 	if err := g.retiredDuring(key); err != nil {
 		return WriteResult{}, err
@@ -268,17 +274,21 @@ func (g *Group) awaitWrite(ctx context.Context, key string, hb *heartbeat) error
 	return nil
 }
 
-// dropLocal drops this node's copies of key (main, hot and an heir's) and nothing
-// else: the transport calls it for a Drop that came from the key's owner,
-// from, after a write. A load or fetch of key in progress is not cached when
-// it completes, and callers that arrive after dropLocal start a new one
-// rather than joining it.
-func (g *Group) dropLocal(key, from string) {
+// dropLocal drops this node's copies of key (main, hot and, unless the
+// write replaced the value, an heir's) and nothing else: the transport
+// calls it for a Drop that came from the key's owner, from, after a write.
+// A load or fetch of key in progress is not cached when it completes, and
+// callers that arrive after dropLocal start a new one rather than joining
+// it.
+func (g *Group) dropLocal(key, from string, replaced bool) {
 	g.invalidate(key, from)
 	// Only the owner drops an heir's copy: a write through this node
 	// invalidates its own caches (Set) but must leave the copy, which the
-	// owner replaces with the written value.
-	g.copies.remove(key)
+	// owner replaces with the written value. A PUT leaves it too, for its
+	// own copy to replace (see copies.go).
+	if !replaced {
+		g.copies.remove(key)
+	}
 }
 
 // ownerGuard checks that this node owns key and may act as its owner, and

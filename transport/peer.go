@@ -203,8 +203,19 @@ func (pe *peer) Remove(ctx context.Context, group, key string) (cache.WriteResul
 
 // Drop drops the peer's own copies of key, with a DELETE of scope "copy".
 func (pe *peer) Drop(ctx context.Context, group, key string) error {
+	return pe.drop(ctx, group, key, false)
+}
+
+// drop asks the peer to drop its copies of key; replaced says the write
+// was a PUT (hdrHandoff).
+func (pe *peer) drop(ctx context.Context, group, key string, replaced bool) error {
 	return pe.do(ctx, peerRequest{op: "drop", method: http.MethodDelete, group: group, key: key,
-		header: func(h http.Header) { h[hdrScope] = scopeCopy }})
+		header: func(h http.Header) {
+			h[hdrScope] = scopeCopy
+			if replaced {
+				h[hdrHandoff] = replacedValue
+			}
+		}})
 }
 
 // writeResult reads the owner's answer to a write.

@@ -177,7 +177,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.applyWrite(w, r, func() (cache.WriteResult, error) { return g.PeerView().Set(ctx, key, v) })
 	case http.MethodDelete:
 		if r.Header.Get(hdrScope) == scopeCopy[0] {
-			g.PeerView().Drop(key, r.Header.Get(hdrPeer))
+			g.PeerView().Drop(key, r.Header.Get(hdrPeer), r.Header.Get(hdrHandoff) == replacedValue[0])
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -506,6 +506,16 @@ func (p *Pool) MemberConfirmed() bool {
 // then names the node in the result. The wait is at most about
 // PeerTimeout + LeaseTTL, and ends early if ctx does.
 func (p *Pool) DropCopies(ctx context.Context, group, key string) []string {
+	return p.dropCopies(ctx, group, key, false)
+}
+
+// DropCopiesReplaced is DropCopies for a PUT: the key's heirs keep their
+// copies, for the write's own to replace (cache.Replacer).
+func (p *Pool) DropCopiesReplaced(ctx context.Context, group, key string) []string {
+	return p.dropCopies(ctx, group, key, true)
+}
+
+func (p *Pool) dropCopies(ctx context.Context, group, key string, replaced bool) []string {
 	st := p.state.Load()
 	targets := slices.Clone(st.others)
 	// A node that is not (yet) in this node's ring may hold a copy it
@@ -521,7 +531,13 @@ func (p *Pool) DropCopies(ctx context.Context, group, key string) []string {
 	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
 	for i, t := range targets {
-		wg.Go(func() { errs[i] = t.Drop(ctx, group, key) })
+		wg.Go(func() {
+			if pe, ok := t.(*peer); ok {
+				errs[i] = pe.drop(ctx, group, key, replaced)
+			} else {
+				errs[i] = t.Drop(ctx, group, key)
+			}
+		})
 	}
 	wg.Wait()
 	var unreached []string

@@ -66,7 +66,12 @@ const (
 	// whether the answering node counts the sender as a member of its ring.
 	hdrMember = "X-Ringcache-Member"
 	// hdrHandoff marks a GET from a key's new owner to its previous one,
-	// answered from the caches only (never loaded, never forwarded).
+	// answered from the caches only (never loaded, never forwarded). On a
+	// drop (hdrScope "copy") its value "replaced" says the write was a PUT:
+	// an heir keeps its copy for the write's own to replace (cache
+	// Replacer). It is a signed header every version reads, so a node from
+	// before the value checks the signature and drops the copy, as for any
+	// drop.
 	hdrHandoff = "X-Ringcache-Handoff"
 	// hdrLoadMisses, on a batch, asks the owner to load the keys its
 	// caches do not hold and to stream their frames as the loads end
@@ -113,6 +118,7 @@ var (
 	idempotentYes = []string{"1"}
 	memberNo      = []string{"0"}
 	scopeCopy     = []string{"copy"}
+	replacedValue = []string{"replaced"}
 )
 
 // escapeSegment escapes s for one path segment of a peer URL. Every byte but

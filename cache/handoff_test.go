@@ -514,3 +514,41 @@ func TestLoadYieldsToAValueHandedOverMeanwhile(t *testing.T) {
 	}
 	mustGet(t, g, "k", "handed")
 }
+
+// TestWriteOutlivesARingChangeThatLeavesItsKey: a ring change during a PUT
+// that leaves the key with its owner (another node left or joined) voids
+// the attempt's store, whose drops went to the ring before; the write is
+// applied again under the new ring, drops included, and acknowledged. On
+// the old code it was answered ErrNotOwner ("owner changing", a 503) for a
+// key whose owner did not change (the compose e2e's pause scenario caught
+// one such 503 just after the rings dropped the paused node).
+func TestWriteOutlivesARingChangeThatLeavesItsKey(t *testing.T) {
+	t.Parallel()
+	b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
+	n := New(Config{Peers: b})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
+		return Value{Data: []byte("origin")}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Set(t.Context(), "k", Value{Data: []byte("w")})
+		done <- err
+	}()
+	<-b.entered // the first attempt drops copies
+	n.RingChanged()
+	close(b.release)
+	select {
+	case <-b.entered: // the second attempt drops them again, under the new ring
+	case err := <-done:
+		t.Fatalf("the write ended after one attempt: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no second attempt")
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a write whose key stayed with its owner through a ring change: %v", err)
+	}
+	mustGet(t, g, "k", "w")
+}

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync/atomic"
@@ -44,8 +45,30 @@ func (g *Group) Set(ctx context.Context, key string, v Value) (WriteResult, erro
 // value instead. A load of key in progress is not cached when it completes,
 // so it cannot overwrite v. Errors: ErrBadKey, ErrTooLarge, and ErrNotOwner
 // when this node does not own key by its ring, or the ring changed while
-// the write was applied (nothing is stored then).
+// the write was applied and moved key away (nothing is stored then).
+//
+// A ring change that leaves key here (another node left or joined) voids
+// the attempt's store too, since its drops went to the nodes of the ring
+// before; the write is then applied again, drops included, under the new
+// ring, up to three times, rather than answered "owner changing" for a key
+// whose owner did not change.
 func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := g.setOnce(ctx, key, v)
+		if !errors.Is(err, errRingMoved) || attempt == 3 {
+			return res, err
+		}
+		if _, remote := g.pick(key); remote || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
+// errRingMoved is the error of a write whose store a ring change voided.
+var errRingMoved = fmt.Errorf("%w: the ring changed during the write", ErrNotOwner)
+
+// setOnce is one attempt of setLocal.
+func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, error) {
 	if err := g.checkSet(key, v); err != nil {
 		return WriteResult{}, err
 	}
@@ -88,7 +111,7 @@ func (g *Group) setLocal(ctx context.Context, key string, v Value) (WriteResult,
 	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
 		// Not applied (the ring changed): the old value, wherever the
 		// change left it, is still the key's.
-		return WriteResult{}, fmt.Errorf("%w: the ring changed during the write of %q", ErrNotOwner, key)
+		return WriteResult{}, fmt.Errorf("%w of %q", errRingMoved, key)
 	} else {
 		g.reclaim()
 		// Acknowledged once every heir that answers holds it (copies.go).

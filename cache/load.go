@@ -94,7 +94,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
 				if dest.add(key, stored, pgd) {
 					g.copyOut(key)
-				} else if nv, nerr, ok := g.newerThanLoad(key, false); ok {
+				} else if nv, nerr, ok := g.newerThanLoad(key); ok {
 					return nv, nerr
 				}
 			}
@@ -180,8 +180,10 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			if !remote {
 				g.copyOut(key)
 			}
-		} else if nv, nerr, ok := g.newerThanLoad(key, remote); ok {
-			return nv, nerr
+		} else if !remote {
+			if nv, nerr, ok := g.newerThanLoad(key); ok {
+				return nv, nerr
+			}
 		}
 		g.reclaim()
 	}
@@ -196,16 +198,11 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 }
 
 // newerThanLoad returns what the main cache holds for key, which this node
-// owns (remote is false), after a load's result was not stored there: a
-// write, or a hand-over (Adopt) that arrived while the origin was asked,
-// stored a value that replaces the load's result, and a read that shared
-// the load returns that value rather than the origin's.
-func (g *Group) newerThanLoad(key string, remote bool) (Value, error, bool) {
-	if remote {
-		return Value{}, nil, false
-	}
-	return g.lookup(key, false)
-}
+// owns, after a load's result was not stored there: a write, or a
+// hand-over (Adopt) that arrived while the origin was asked, stored a value
+// that replaces the load's result, and a read that shared the load returns
+// that value rather than the origin's.
+func (g *Group) newerThanLoad(key string) (Value, error, bool) { return g.lookup(key, false) }
 
 // fetch returns key's value from its owner, sharing one fetch among the
 // concurrent callers on this node. It counts the miss for hot promotion.

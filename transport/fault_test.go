@@ -341,9 +341,12 @@ func TestDroppedOwnerLearnsFromTheRequest(t *testing.T) {
 	key := keyOf(t, nodes, owner, "k")
 	put(t, c, nodes[0], key, "first")
 	mustRead(t, c, owner, key, "first")
-	// The owner's first probes bring each peer's token for it: its
-	// baseline, to which a later token is compared.
+	// The owner's probes bring each peer's token for it: its baseline, to
+	// which a later token is compared. A probe sent when the owner added a
+	// peer that had not added the owner yet (the nodes take their rings one
+	// after another) brings none, so the owner asks again until each did.
 	poll.Until(t, 5*time.Second, func() (bool, string) {
+		owner.pool.probeMembers()
 		known := 0
 		for _, pe := range owner.pool.state.Load().peers {
 			if pe.since.Load() != nil {

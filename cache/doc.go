@@ -18,7 +18,9 @@
 // (key, value and a fixed per-entry overhead, and the dead bytes of their
 // pages), with per-entry expiry checked on read, and evict by
 // GroupConfig.Policy: by default a segmented LRU, in which a key read again
-// while cached outlives keys read once (PolicySLRU). They hold entries without
+// while cached outlives keys read once (PolicySLRU). A hit takes a cache's
+// lock only shared, and moves no entry: it marks its record read, and the
+// writer that needs room reorders (slru.go). They hold entries without
 // pointers (records in chunks, keys and values of up to 2 KiB in pages of
 // bytes), so that the collector does not visit a million small entries on
 // every cycle. A page is compacted once three quarters of it are dead, and

@@ -184,7 +184,8 @@ type HotKey struct {
 }
 
 // HotKeys returns up to n entries of the hot cache, the hottest first: by
-// Estimate, then by how recently the entry was used. Only copies the group
+// Estimate, then in the order the eviction policy would keep them (the
+// entry stored, or given another lap for being read, last first). Only copies the group
 // would serve are listed: unexpired values under a contact lease that holds
 // (fallback copies of keys whose owner could not be reached included);
 // remembered not-founds are left out. It copies the hot cache's keys under its lock, so it costs time
@@ -204,7 +205,7 @@ func (g *Group) HotKeys(n int) []HotKey {
 	// The top n by estimate, in one pass rather than a sort of every
 	// entry: hot is most recent first, and a later entry displaces an
 	// earlier one only with a strictly larger estimate, so among equal
-	// estimates the most recently used stays first.
+	// estimates the one the policy keeps longest stays first.
 	top := make([]HotKey, 0, min(n, len(hot)))
 	for _, h := range hot {
 		if len(top) == n && h.Estimate <= top[n-1].Estimate {
@@ -222,14 +223,14 @@ func (g *Group) HotKeys(n int) []HotKey {
 	return top
 }
 
-// recent returns the entries a hot lookup would serve, most recently used
-// first, without marking them used. It holds the lock only to copy the
+// recent returns the entries a hot lookup would serve, the one eviction
+// would reach last first, without marking them used. It holds the lock only to copy the
 // list (two walks of it, no lookups): hot hits wait on that lock. The
 // leases are asked after unlocking.
 func (l *lru) recent(now time.Time) []HotKey {
-	l.mu.Lock()
+	l.mu.RLock()
 	keys, vals := l.entries() // oldest first
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	out := make([]HotKey, 0, len(keys))
 	clk := clock{now}
 	for i := len(keys) - 1; i >= 0; i-- {

@@ -102,7 +102,9 @@ func hasExtras(v Value) bool {
 // keys) cannot both be cached: storing one drops the other, as an eviction
 // would. An lru is safe for concurrent use.
 type lru struct {
-	mu       sync.Mutex
+	// mu is held shared by a hit, which only sets its record's reference
+	// bit (slru.go), and exclusively by everything that changes the lru.
+	mu       sync.RWMutex
 	maxBytes int64 // guarded by mu
 	// staleGrace is how long past their expiry entries are kept to be
 	// served stale (the group's longer stale window; zero for hot copies).
@@ -114,7 +116,7 @@ type lru struct {
 
 	// The rest is guarded by mu.
 	index     map[uint64]int32
-	recs      []*[recChunk]rec
+	recs      []*recBlock
 	free      int32      // first free record, chained by next
 	lists     [2]reclist // probation and protected (slru.go); only probation without slru
 	n         int64
@@ -210,15 +212,15 @@ func (l *lru) get(key string, clk *clock) (e entry, ok bool) {
 // read is as long as the rest of what it guards.
 func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 	h := l.hash(key)
-	l.mu.Lock()
+	l.mu.RLock()
 	id := l.lookup(h, key)
 	if id == noRecord {
-		l.mu.Unlock()
+		l.mu.RUnlock()
 		return false
 	}
-	l.promote(id)
+	l.touch(id)
 	v := l.view(id)
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	if l.past(&v.rec, v.buf, clk) {
 		l.dropExpired(h, key, clk)
 		return false
@@ -385,8 +387,8 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 // without evicting another: it replaces key's own entry, if any.
 func (l *lru) fits(key string, size int64) bool {
 	h := l.hash(key)
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	free := l.maxBytes - l.bytes - l.dead - l.lent()
 	// Whatever is stored under key's hash (key's own entry, or a colliding
 	// key's) is replaced, not kept beside it.
@@ -451,8 +453,8 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 // newest returns up to n entries, most recently used first, without
 // marking them used.
 func (l *lru) newest(n int) []keyed {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	out := make([]keyed, 0, min(int64(n), l.n))
 	for i := len(l.lists) - 1; i >= 0; i-- {
 		for id := l.lists[i].head; id != noRecord && len(out) < n; id = l.rec(id).prev {
@@ -483,9 +485,9 @@ func (l *lru) entries() ([]string, []entry) {
 // (and reports false) when key has one.
 func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
 	h := l.hash(key)
-	l.mu.Lock()
+	l.mu.RLock()
 	id := l.lookup(h, key)
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	if id != noRecord {
 		return false
 	}
@@ -526,16 +528,16 @@ func (l *lru) trimLocked() {
 
 // room returns the bytes the bound leaves unused, the share's part taken.
 func (l *lru) room() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return max(0, l.maxBytes-l.bytes-l.dead-l.lent())
 }
 
 // unused returns the bytes neither this lru nor its share uses: what an
 // entry of the share may take without evicting anything.
 func (l *lru) unused() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	var shared int64
 	if l.share != nil {
 		shared = l.share.used.Load()
@@ -569,14 +571,14 @@ func (l *lru) removeIf(drop func(key string) bool) int {
 // deadBytes returns the bytes of closed pages that no entry holds, until a
 // compaction drops them: they count against the budget with the entries.
 func (l *lru) deadBytes() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return l.dead
 }
 
 // usage returns the accounted bytes and the number of entries.
 func (l *lru) usage() (bytes, items int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.mu.RLock()
+	defer l.mu.RUnlock()
 	return l.bytes, l.n
 }

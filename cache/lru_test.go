@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -17,8 +16,6 @@ import (
 	"testing/synctest"
 	"time"
 	"unsafe"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // assertAccounting checks the invariant: reported bytes and items equal the
@@ -632,10 +629,11 @@ func TestLRUHashCollision(t *testing.T) {
 
 // TestLRUCompactsPages churns an LRU whose pages fill and fragment: keys
 // written again and again with values of every size, removed, read and
-// evicted, next to golang-lru's simplelru as the reference for recency.
-// After every step the pages agree with the records, no closed page is
-// left sparse, and the keys are simplelru's, in its order, less the least
-// recently used ones that the bytes evicted; every read returns the last
+// evicted, next to a CLOCK written plainly (clockRef) as the reference
+// for the policy. After every step the pages agree with the records, no
+// closed page is left sparse, and the keys are the reference's, in its
+// order, less the ones its victims that the bytes evicted; every read
+// returns the last
 // value written; and bytes a reader was handed before compactions moved
 // their entry are still the bytes it was handed.
 //
@@ -651,11 +649,61 @@ func TestLRUCompactsPages(t *testing.T) {
 	}
 }
 
-func churn(t *testing.T, l *lru) {
-	ref, err := simplelru.NewLRU[string, []byte](math.MaxInt, nil)
-	if err != nil {
-		t.Fatal(err)
+// clockRef is the lru's policy without slru, written plainly: a CLOCK
+// kept as a list from the next victim on, where a key read since it came
+// to the tail goes round again, and the key stored last is never the
+// victim.
+type clockRef struct {
+	keys []string
+	data map[string][]byte
+	read map[string]bool
+	last string
+}
+
+func (c *clockRef) Add(key string, data []byte) {
+	if c.data == nil {
+		c.data, c.read = map[string][]byte{}, map[string]bool{}
 	}
+	c.Remove(key)
+	c.keys = append(c.keys, key)
+	c.data[key], c.last = data, key
+}
+
+func (c *clockRef) Remove(key string) {
+	if i := slices.Index(c.keys, key); i >= 0 {
+		c.keys = slices.Delete(c.keys, i, i+1)
+		delete(c.data, key)
+		delete(c.read, key)
+	}
+}
+
+func (c *clockRef) Get(key string) ([]byte, bool) {
+	d, ok := c.data[key]
+	if ok {
+		c.read[key] = true
+	}
+	return d, ok
+}
+
+func (c *clockRef) Len() int { return len(c.keys) }
+
+func (c *clockRef) Keys() []string { return c.keys }
+
+// RemoveOldest evicts the victim.
+func (c *clockRef) RemoveOldest() {
+	for {
+		k := c.keys[0]
+		if k != c.last && !c.read[k] {
+			c.Remove(k)
+			return
+		}
+		delete(c.read, k)
+		c.keys = append(c.keys[1:], k)
+	}
+}
+
+func churn(t *testing.T, l *lru) {
+	ref := &clockRef{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	value := func(key string, version int, size int) []byte {
 		b := make([]byte, size)
@@ -707,7 +755,7 @@ func churn(t *testing.T, l *lru) {
 			ref.RemoveOldest()
 		}
 		if got, want := keys, ref.Keys(); !slices.Equal(got, want) {
-			t.Fatalf("step %d: keys, least recently used first:\n%q\nwant (simplelru's)\n%q", step, got, want)
+			t.Fatalf("step %d: keys, the next victim first:\n%q\nwant (clockRef's)\n%q", step, got, want)
 		}
 		if err := l.verify(); err != nil {
 			t.Fatalf("step %d: %v", step, err)
@@ -793,6 +841,8 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 	for i := range 20 {
 		l.get(key("k", i), new(clock))
 	}
+	// A hit moves nothing; the next store, needing a victim, does.
+	addVal(l, "new", 100)
 	if err := l.verify(); err != nil {
 		t.Fatal(err)
 	}
@@ -802,9 +852,10 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 }
 
 // TestSLRULargeValueFlushesKeysReadOnce: a large value read once takes the
-// room of keys read once before that of keys read twice, however old: with
-// PolicySLRU the 20 keys read twice survive it, with PolicyLRU they are
-// the least recently used and go first (some or all of them).
+// room of keys read once before that of keys read twice, however old: the
+// 20 keys read twice survive it. With PolicyLRU (a CLOCK) as well: read
+// since they were stored, they get another lap, and the keys read once go
+// first.
 func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
@@ -829,8 +880,54 @@ func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
 				kept++
 			}
 		}
-		if slru && kept != 20 || !slru && kept == 20 {
+		if kept != 20 {
 			t.Errorf("slru %v: %d of 20 keys read twice survived a large value", slru, kept)
+		}
+	}
+}
+
+// TestHitTakesTheLockShared: a hit neither waits for another hit nor
+// moves its entry: with the lock held shared (as by a hit in progress),
+// reads of both policies complete, and the lists' order is as it was.
+func TestHitTakesTheLockShared(t *testing.T) {
+	t.Parallel()
+	for _, slru := range []bool{true, false} {
+		l := newLRU(1 << 20)
+		l.slru = slru
+		for i := range 10 {
+			addVal(l, fmt.Sprintf("k%d", i), 100)
+		}
+		order := func() []string {
+			var keys []string
+			l.each(func(_ int32, r *rec) bool {
+				keys = append(keys, l.key(r))
+				return true
+			})
+			return keys
+		}
+		l.mu.RLock()
+		before := order()
+		done := make(chan bool)
+		go func() {
+			ok := true
+			for i := range 10 {
+				_, hit := l.get(fmt.Sprintf("k%d", i), new(clock))
+				ok = ok && hit
+			}
+			done <- ok
+		}()
+		select {
+		case ok := <-done:
+			if !ok {
+				t.Errorf("slru %v: a read missed", slru)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("slru %v: reads wait while the lock is held shared", slru)
+		}
+		after := order()
+		l.mu.RUnlock()
+		if !slices.Equal(before, after) {
+			t.Errorf("slru %v: reads moved entries: %q, then %q", slru, before, after)
 		}
 	}
 }

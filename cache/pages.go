@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -103,7 +104,21 @@ type page struct {
 }
 
 // rec returns record id.
-func (l *lru) rec(id int32) *rec { return &l.recs[id/recChunk][id%recChunk] }
+func (l *lru) rec(id int32) *rec { return &l.recs[id/recChunk].recs[id%recChunk] }
+
+// recBlock is recChunk records and their reference bits. A hit sets its
+// record's bit under the read lock, with an atomic store (slru.go); the
+// rest of a record changes only under the write lock. The bits are beside
+// the records, not in them, so that a view copies a record while other
+// hits set its bit.
+type recBlock struct {
+	recs [recChunk]rec
+	refs [recChunk]atomic.Uint32
+}
+
+// ref returns record id's reference bit: 1 if the entry was read since it
+// was stored or last given another lap (slru.go).
+func (l *lru) ref(id int32) *atomic.Uint32 { return &l.recs[id/recChunk].refs[id%recChunk] }
 
 // view is what decode needs of an entry, copied under mu: its record, its
 // page and, as the record says, its large value and its lease. The bytes
@@ -250,11 +265,11 @@ func (l *lru) decode(v *view, e *entry) {
 func (l *lru) newRec() int32 {
 	if l.free == noRecord {
 		base := int32(len(l.recs) * recChunk)
-		c := new([recChunk]rec)
-		for i := range c {
-			c[i] = rec{page: noRecord, next: base + int32(i) + 1}
+		c := new(recBlock)
+		for i := range c.recs {
+			c.recs[i] = rec{page: noRecord, next: base + int32(i) + 1}
 		}
-		c[recChunk-1].next = noRecord
+		c.recs[recChunk-1].next = noRecord
 		l.recs = append(l.recs, c)
 		l.free = base
 	}
@@ -395,6 +410,7 @@ func (l *lru) drop(id int32) {
 	l.bytes -= r.size
 	pi, need := r.page, r.packed()
 	*r = rec{page: noRecord, next: l.free}
+	l.ref(id).Store(0)
 	l.free = id
 	p := l.pages[pi]
 	p.live -= need

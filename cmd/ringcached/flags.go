@@ -200,7 +200,7 @@ var groupFields = []groupField{
 		}},
 	{name: "copies", def: "the node's -copies", usage: "how many nodes hold each value of the group",
 		set: func(g *GroupSpec, v string) error { return parseCopies(&g.Copies, v) }},
-	{name: "policy", def: cache.PolicySLRU, usage: "which entries are evicted when the budget is full: slru (a key read twice outlives keys read once) or lru (the least recently used)",
+	{name: "policy", def: cache.PolicySLRU, usage: "which entries are evicted when the budget is full: slru (a key read twice outlives keys read once) or lru (the least recently used, as a CLOCK approximates it)",
 		set: func(g *GroupSpec, v string) error { g.Policy = v; return nil }}, // checked by cache.GroupConfig.Validate
 	{name: "ttl", def: "0s (until evicted)", usage: "how long a loaded value is served",
 		set: func(g *GroupSpec, v string) error { return parseDuration(&g.TTL, v) }},

@@ -21,6 +21,10 @@ const (
 	maxKeys   = 100_000_000
 	maxNodes  = 100_000
 	maxPoints = 20_000_000 // nodes × replicas, or nodes × positions
+	// maxArcNodes bounds -nodes with ranges: the ring is built as a
+	// cluster builds it, one join at a time, each rebuilding the ring, so
+	// the cost grows with the square of the nodes (2,000: about 15 s).
+	maxArcNodes = 2_000
 )
 
 // ringConfig is the parsed "ring" subcommand.
@@ -45,7 +49,7 @@ func parseRing(args []string, out io.Writer) (ringConfig, error) {
 	fs.IntVar(&cfg.Positions, "positions", 16, "positions per node (ranges placement)")
 	fs.IntVar(&cfg.Keys, "keys", 1_000_000, "number of keys to place")
 	fs.StringVar(&cfg.Hash, "hash", "xxhash", "hash function: "+strings.Join(consistenthash.HashNames(), ", "))
-	fs.StringVar(&cfg.Placement, "placement", "hashed", "hashed (replica points) or ranges (explicit arcs)")
+	fs.StringVar(&cfg.Placement, "placement", "ranges", "ranges (explicit arcs: ringcached's default where the nodes are in etcd) or hashed (replica points: static peers, weights)")
 	fs.StringVar(&cfg.Prefix, "prefix", "node-", "node names are <prefix>0 ... <prefix>N-1")
 	fs.StringVar(&cfg.Leave, "leave", "", "node that leaves for the n -> n-1 figures (default <prefix>0)")
 	fs.StringVar(&cfg.Output, "o", "text", "output: text or json")
@@ -86,6 +90,8 @@ func (c ringConfig) validate() error {
 	switch {
 	case c.Nodes < 1 || c.Nodes > maxNodes:
 		return fmt.Errorf("%w: -nodes %d: want 1 to %d", errUsage, c.Nodes, maxNodes)
+	case c.Placement == "ranges" && c.Nodes > maxArcNodes:
+		return fmt.Errorf("%w: -nodes %d: want at most %d with ranges (or -placement hashed)", errUsage, c.Nodes, maxArcNodes)
 	case c.Keys < 1 || c.Keys > maxKeys:
 		return fmt.Errorf("%w: -keys %d: want 1 to %d", errUsage, c.Keys, maxKeys)
 	case c.Replicas < 1 || c.Positions < 1:

@@ -68,7 +68,7 @@ func (c *Config) peersConfig(nodeID, peerURL string) peers.Config {
 	pc.TTL = c.LeaseTTL
 	pc.HoldDown = c.HoldDown
 	pc.Weight = c.Weight
-	if c.Placement == placementRanges {
+	if c.placement() == placementRanges {
 		positions := c.Positions
 		pc.Placer = peers.PlacerFunc(func(ring map[string][]uint32, node string) ([]uint32, error) {
 			return consistenthash.JoinPositions(positions, ring, node)

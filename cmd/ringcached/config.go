@@ -41,7 +41,7 @@ type Config struct {
 	Hash            string        // ring hash, by consistenthash.HashByName
 	Replicas        int           // ring points per node
 	Weight          int           // this node's points: Weight × Replicas
-	Placement       string        // "hashed" (replicas from names) or "ranges" (arcs in etcd)
+	Placement       string        // "hashed" (replicas from names), "ranges" (arcs in etcd) or "auto"; see placement
 	Positions       int           // ranges: positions a joining node takes
 	ShutdownTimeout time.Duration // bound on a graceful stop
 	PeerTimeout     time.Duration // how long a peer may stay silent
@@ -112,7 +112,26 @@ type GroupSpec struct {
 const (
 	placementHashed = "hashed"
 	placementRanges = "ranges"
+	// placementAuto, the default, is ranges where the members are in etcd
+	// and all weigh 1, and hashed otherwise: explicit arcs keep the
+	// busiest node within 1.05 of the mean share at 3 to 100 nodes, where
+	// 160 hashed points per node leave it at 1.06 to 1.24 (`ringcache
+	// ring`); static peers have nowhere to agree on arcs, and weights are
+	// points.
+	placementAuto = "auto"
 )
+
+// placement returns the ring placement the node uses: c.Placement, auto
+// resolved.
+func (c *Config) placement() string {
+	if c.Placement != placementAuto {
+		return c.Placement
+	}
+	if len(c.Etcd) > 0 && c.Weight == 1 {
+		return placementRanges
+	}
+	return placementHashed
+}
 
 // Origins a group can have.
 const (
@@ -145,7 +164,7 @@ func DefaultConfig() Config {
 		Hash:            "xxhash",
 		Replicas:        160,
 		Weight:          pc.Weight,
-		Placement:       placementHashed,
+		Placement:       placementAuto,
 		Positions:       consistenthash.DefaultPositions,
 		ShutdownTimeout: 10 * time.Second,
 		PeerTimeout:     tc.PeerTimeout,

@@ -153,7 +153,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		Peers: []string{"http://a:8080", "http://b:8080"}, Cluster: "default", NodeID: "node-a",
 		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
-		PeerTimeout: time.Second, CopyLease: time.Second, PurgeLease: time.Minute, CoalesceFetches: true, Placement: "hashed", Positions: 16,
+		PeerTimeout: time.Second, CopyLease: time.Second, PurgeLease: time.Minute, CoalesceFetches: true, Placement: "auto", Positions: 16,
 		Copies: 1, RepairRate: DefaultConfig().RepairRate,
 		Public: DefaultConfig().Public,
 		Groups: []GroupSpec{
@@ -198,7 +198,7 @@ func TestLoadConfigErrors(t *testing.T) {
 		{name: "bad cluster", args: []string{"-group", demoGroup, "-cluster", "a/b"}, want: []string{"cluster", `"a/b"`}},
 		{name: "static weight", args: []string{"-group", demoGroup, "-weight", "2"}, want: []string{"weight", "-etcd"}},
 		{name: "heavy replicas", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-replicas", "5000"}, want: []string{"replicas", "1048"}},
-		{name: "unknown placement", args: []string{"-group", demoGroup, "-placement", "random"}, want: []string{"placement", "hashed or ranges"}},
+		{name: "unknown placement", args: []string{"-group", demoGroup, "-placement", "random"}, want: []string{"placement", "auto, hashed or ranges"}},
 		{name: "static ranges", args: []string{"-group", demoGroup, "-placement", "ranges"}, want: []string{"placement", "needs -etcd"}},
 		{name: "weighted ranges", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-weight", "2"}, want: []string{"weight", "ranges"}},
 		{name: "zero positions", args: []string{"-group", demoGroup, "-etcd", "http://e:2379", "-placement", "ranges", "-positions", "0"}, want: []string{"-positions", "other than zero"}},

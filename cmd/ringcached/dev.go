@@ -26,7 +26,7 @@ type devConfig struct {
 	DemoSize    int
 	DemoLatency time.Duration
 	LogLevel    string
-	Placement   string // "" or hashed: hashed; ranges: explicit arcs in etcd
+	Placement   string // "": the daemon's default (auto: ranges, the nodes being in etcd); hashed or ranges
 	TLS         bool   // mutual TLS between the nodes, from a throwaway CA
 	// Progress, if not nil, gets a line for each step as it comes up.
 	Progress io.Writer
@@ -54,7 +54,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.IntVar(&dc.DemoSize, "demo-size", 64, "bytes per value of the demo group")
 	fs.DurationVar(&dc.DemoLatency, "demo-latency", 50*time.Millisecond, "sleep per demo origin load, so that a miss and a hit differ visibly")
 	fs.StringVar(&dc.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&dc.Placement, "placement", placementHashed, "ring placement: hashed or ranges")
+	fs.StringVar(&dc.Placement, "placement", placementAuto, "ring placement: auto (ranges: the nodes are in etcd), hashed or ranges")
 	fs.BoolVar(&dc.TLS, "tls", false, "mutual TLS between the nodes, with a throwaway CA and certificates generated for this run")
 	if err := fs.Parse(args); err != nil {
 		return err

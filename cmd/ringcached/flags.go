@@ -91,7 +91,7 @@ var settings = []setting{
 		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Replicas, v) }},
 	{name: "weight", def: strconv.Itoa(defaults.Weight), usage: "this node's share of the ring relative to the others (a node with twice the memory: 2); needs -etcd",
 		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Weight, v) }},
-	{name: "placement", def: defaults.Placement, usage: "ring placement: hashed (each node's -replicas points hashed from its URL) or ranges (explicit arcs stored in etcd; a joining node splits the largest arcs); the same on every node",
+	{name: "placement", def: defaults.Placement, usage: "ring placement: hashed (each node's -replicas points hashed from its URL), ranges (explicit arcs stored in etcd; a joining node splits the largest arcs), or auto: ranges with -etcd and -weight 1, else hashed; the same on every node",
 		set: func(c *Config, v string) error { c.Placement = v; return nil }},
 	{name: "positions", def: strconv.Itoa(defaults.Positions), usage: "with -placement ranges: arcs a joining node takes",
 		set: func(c *Config, v string) error { return parseNonZeroInt(&c.Positions, v) }},

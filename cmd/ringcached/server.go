@@ -411,7 +411,7 @@ func (n *node) serveRing(w http.ResponseWriter, r *http.Request) {
 		Members:   n.pool.Members(),
 		Shares:    n.pool.Shares(),
 		Ready:     n.ready(),
-		Placement: n.cfg.Placement,
+		Placement: n.cfg.placement(),
 		Arcs:      n.pool.Arcs(),
 		Suspected: n.pool.Suspected(),
 		Purges:    n.pool.Purges(),

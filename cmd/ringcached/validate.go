@@ -52,14 +52,14 @@ func (c *Config) Validate() error {
 		return bad("weight", "needs -etcd: static members all weigh 1")
 	}
 	switch c.Placement {
-	case placementHashed:
+	case placementHashed, placementAuto:
 	case placementRanges:
 		// Positions live in etcd: without it nodes could not agree on them.
 		if len(c.Etcd) == 0 {
 			return bad("placement", "ranges needs -etcd: the positions are stored there")
 		}
 	default:
-		return bad("placement", "%q: want hashed or ranges", c.Placement)
+		return bad("placement", "%q: want auto, hashed or ranges", c.Placement)
 	}
 	if err := c.validateComponents(); err != nil {
 		return err

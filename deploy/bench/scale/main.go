@@ -307,14 +307,52 @@ func (b *bench) awaitAgreement(n int) time.Duration {
 	}
 }
 
-// ring builds the live nodes' ring as the nodes do (xxhash, 160 points a
-// member), and checks it against the first node's owner of a few keys.
-func (b *bench) ring() *consistenthash.Map {
-	m := consistenthash.New(160, consistenthash.XXHash)
-	for _, p := range b.procs {
-		if err := m.Add(p.url); err != nil {
-			log.Fatal(err)
+// owners maps a key to its owner.
+type owners interface{ Get(key string) string }
+
+// arcs is a ring of explicit arcs, as /debug/ring lists them.
+type arcs []consistenthash.Arc
+
+func (a arcs) Get(key string) string {
+	h := consistenthash.XXHash([]byte(key))
+	for _, arc := range a {
+		if arc.Contains(h) {
+			return arc.Owner
 		}
+	}
+	return ""
+}
+
+// ring builds the live nodes' ring as the nodes do: with ranges placement
+// (the default, with etcd) from the arcs the first node lists, else from
+// the members (xxhash, 160 points a member); and checks it against the
+// first node's owner of a few keys.
+func (b *bench) ring() owners {
+	var info struct {
+		Placement string                          `json:"placement"`
+		Arcs      map[string][]consistenthash.Arc `json:"arcs"`
+	}
+	if err := getJSON(b.c, b.procs[0].url+"/debug/ring", &info); err != nil {
+		log.Fatal(err)
+	}
+	var m owners
+	if info.Placement == "ranges" {
+		var all arcs
+		for owner, as := range info.Arcs {
+			for _, a := range as {
+				a.Owner = owner
+				all = append(all, a)
+			}
+		}
+		m = all
+	} else {
+		h := consistenthash.New(160, consistenthash.XXHash)
+		for _, p := range b.procs {
+			if err := h.Add(p.url); err != nil {
+				log.Fatal(err)
+			}
+		}
+		m = h
 	}
 	for i := range 5 {
 		k := fmt.Sprintf("key-%d", i*997)

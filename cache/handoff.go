@@ -194,8 +194,8 @@ func (g *Group) Adopt(key string, v Value, from string) bool {
 	}
 }
 
-// Newest returns up to n of the main cache's values, most recently used
-// first, for a node that hands its values over before it leaves.
+// Newest returns up to n of the main cache's values, the one eviction
+// would reach last first (about the most recently used), for a node that hands its values over before it leaves.
 func (g *Group) Newest(n int) []KeyValue {
 	if !g.node.current() {
 		return nil // it may hold values a purge it missed dropped

@@ -450,8 +450,10 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 	return out
 }
 
-// newest returns up to n entries, most recently used first, without
-// marking them used.
+// newest returns up to n entries, the one eviction would reach last first
+// (about the most recently used: a read counts when the eviction that
+// reaches its entry gives it another lap, slru.go), without marking them
+// used.
 func (l *lru) newest(n int) []keyed {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

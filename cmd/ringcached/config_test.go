@@ -416,3 +416,36 @@ func FuzzDecodeYAML(f *testing.F) {
 		}
 	})
 }
+
+// TestPlacementAuto: the default placement is ranges where the members
+// are in etcd and weigh 1, and hashed with static peers or weights; an
+// explicit one is kept.
+func TestPlacementAuto(t *testing.T) {
+	t.Parallel()
+	etcd := []string{"http://e:2379"}
+	for _, tt := range []struct {
+		placement string
+		etcd      []string
+		weight    int
+		want      string
+	}{
+		{placementAuto, etcd, 1, placementRanges},
+		{placementAuto, nil, 1, placementHashed},
+		{placementAuto, etcd, 2, placementHashed},
+		{placementHashed, etcd, 1, placementHashed},
+		{placementRanges, etcd, 1, placementRanges},
+	} {
+		c := DefaultConfig()
+		if c.Placement != placementAuto {
+			t.Fatalf("default placement %q, want %q", c.Placement, placementAuto)
+		}
+		c.Placement, c.Etcd, c.Weight = tt.placement, tt.etcd, tt.weight
+		if got := c.placement(); got != tt.want {
+			t.Errorf("placement %q with etcd %v and weight %d = %q, want %q", tt.placement, tt.etcd, tt.weight, got, tt.want)
+		}
+		// What the registration gets: a Placer exactly with ranges.
+		if placer := c.peersConfig("n1", "http://n1:8080").Placer != nil; placer != (tt.want == placementRanges) {
+			t.Errorf("placement %q with etcd %v: a Placer %v", tt.placement, tt.etcd, placer)
+		}
+	}
+}

@@ -191,10 +191,13 @@ type report struct {
 	Config  ringConfig `json:"config"`
 	Nodes   []nodeStat `json:"nodes"`
 	MaxMean float64    `json:"max_mean"` // largest node's keys / mean keys
-	CV      float64    `json:"cv"`       // sample standard deviation / mean of keys per node
-	IdealCV float64    `json:"ideal_cv"` // 1/sqrt(replicas), random placement; 0 for ranges
-	Join    move       `json:"join"`
-	Leave   move       `json:"leave"` // zero with one node: nothing can leave
+	// SpaceMaxMean is the largest node's share of the hash space times the
+	// number of nodes: what MaxMean samples with keys, exact.
+	SpaceMaxMean float64 `json:"space_max_mean"`
+	CV           float64 `json:"cv"`       // sample standard deviation / mean of keys per node
+	IdealCV      float64 `json:"ideal_cv"` // 1/sqrt(replicas), random placement; 0 for ranges
+	Join         move    `json:"join"`
+	Leave        move    `json:"leave"` // zero with one node: nothing can leave
 }
 
 // measure places cfg.Keys keys on the rings and gathers the report.
@@ -244,6 +247,9 @@ func measure(ctx context.Context, cfg ringConfig) (report, error) {
 		})
 	}
 	rep.MaxMean, rep.CV = balance(rep.Nodes)
+	for _, n := range rep.Nodes {
+		rep.SpaceMaxMean = max(rep.SpaceMaxMean, n.SpaceShare*float64(cfg.Nodes))
+	}
 	if cfg.Placement == "hashed" {
 		rep.IdealCV = 1 / math.Sqrt(float64(cfg.Replicas))
 	}
@@ -299,7 +305,7 @@ func (r report) write(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nbalance: max/mean %.4f  cv %.4f", r.MaxMean, r.CV)
+	fmt.Fprintf(&b, "\nbalance: max/mean %.4f (of the hash space %.4f)  cv %.4f", r.MaxMean, r.SpaceMaxMean, r.CV)
 	if r.IdealCV > 0 {
 		fmt.Fprintf(&b, "  ideal cv %.4f (1/sqrt(%d))  cv/ideal %.3f", r.IdealCV, c.Replicas, r.CV/r.IdealCV)
 	}

@@ -94,8 +94,8 @@ func TestMeasureDefaults(t *testing.T) {
 		for _, n := range rep.Nodes {
 			mx = max(mx, n.SpaceShare)
 		}
-		if mm := mx * float64(nodes); mm > 1.05 {
-			t.Errorf("%d nodes: space max/mean %.4f > 1.05", nodes, mm)
+		if mm := mx * float64(nodes); mm > 1.05 || math.Abs(mm-rep.SpaceMaxMean) > 1e-9 {
+			t.Errorf("%d nodes: space max/mean %.4f (reported %.4f), want at most 1.05", nodes, mm, rep.SpaceMaxMean)
 		}
 		// A joining node takes exactly 1/(n+1) of the space; a leaving
 		// one's space goes to the others. Keys, 300,000 of them, measure

@@ -115,7 +115,7 @@ const (
 	// placementAuto, the default, is ranges where the members are in etcd
 	// and all weigh 1, and hashed otherwise: explicit arcs keep the
 	// busiest node within 1.05 of the mean share at 3 to 100 nodes, where
-	// 160 hashed points per node leave it at 1.06 to 1.24 (`ringcache
+	// 160 hashed points per node leave it at 1.06 to 1.25 (`ringcache
 	// ring`); static peers have nowhere to agree on arcs, and weights are
 	// points.
 	placementAuto = "auto"

@@ -33,8 +33,8 @@ const (
 // one to the protected front instead of back to probation, its bit
 // cleared. Each such move clears a bit a hit set, so a store moves at most
 // as many entries as there were hits since, and as many as are cached.
-// With a list reordered on every hit, every hit took one exclusive lock
-// per group; now hits on any number of cores only share its read side
+// A list reordered on every hit would need the exclusive lock on every
+// hit; hits on any number of cores share its read side instead
 // (sync.RWMutex: one atomic add per hit on a shared counter).
 //
 // It keeps nothing of evicted keys (no ghost lists, unlike ARC, 2Q or
@@ -79,12 +79,7 @@ func (l *lru) touch(id int32) {
 // referenced clears record id's reference bit and reports whether it was
 // set. The caller holds mu exclusively.
 func (l *lru) referenced(id int32) bool {
-	r := l.ref(id)
-	if r.Load() == 0 {
-		return false
-	}
-	r.Store(0)
-	return true
+	return l.ref(id).Swap(0) != 0
 }
 
 // demote moves the protected list's least recently used entries to the

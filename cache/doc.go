@@ -76,7 +76,8 @@
 //	a ring change makes this node owner hot copy -> absent; heir's copy -> owned;
 //	                                    absent -> owned when the old owner hands it over (Adopt)
 //	a tenure change (Config.Tenure)     owned -> unservable (its stamp is the old term)
-//	a purge                             any -> absent; loads in flight lose their guard
+//	a purge (round 1, HoldPurge)        hot, fallback, heir's copy, handed off -> absent
+//	a purge (round 2, ApplyPurge)       any -> absent; loads in flight lose their guard
 //	eviction, expiry                    any -> absent (expiry: after its stale windows)
 //
 // A store happens only under a guard taken when the load, fetch or write
@@ -103,11 +104,16 @@
 // Purger (the transport's Pool, which records the purge in etcd and reaches
 // every node), else on this node. Once a purge returns, no node serves a
 // value from before it, a load or fetch that was in flight included; a
-// write acknowledged after it returned is kept. Between ApplyPurge and
-// EndPurge a group keeps no value it takes from another node (a hot copy,
-// a hand-off), since that node may not have applied the purge yet; and a
-// node whose Config.Current reports false, having possibly missed a purge,
-// serves nothing from its caches.
+// write acknowledged after it returned is kept. A purge goes in two rounds
+// (Node.HoldPurge, then ApplyPurge): first every node drops what it holds
+// for other nodes (hot and fallback copies, hand-offs, heirs' copies), then
+// owners drop their own values. So once an owner served a value loaded
+// after the purge, no node serves a copy from before it: reads of a key
+// never go back in time, during a purge as after it. Between HoldPurge and
+// EndPurge a group keeps no value it takes from another node, since that
+// node may not have applied the purge yet; and a node whose Config.Current
+// reports false, having possibly missed a purge, serves nothing from its
+// caches.
 //
 // # Copies on heirs
 //

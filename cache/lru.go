@@ -262,7 +262,7 @@ type guard struct {
 	began               int64 // Unix nanoseconds; 0: replace whatever is there
 	// purge, if not nil, is the group's purge generation, for a value
 	// taken from another node: one taken while a purge was in progress
-	// may come from a node that had not applied it (Node.ApplyPurge).
+	// may come from a node that had not applied it (Node.HoldPurge).
 	purge     *atomic.Uint64
 	wantPurge uint64
 }

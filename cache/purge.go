@@ -89,23 +89,41 @@ func newPurgeID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ApplyPurge applies p on this node only and returns how many entries it
-// dropped; an unknown group has none. The transport calls it for a purge
-// that reached this node, and EndPurge once the purge reached every node
-// it could reach: in between, the group keeps no value it takes from
-// another node (hot copies, hand-offs), which may not have applied the
-// purge yet. Applied again, it drops again what was stored meanwhile: the
-// transport applies each purge once (by its ID).
+// HoldPurge is the first of a purge's two rounds on this node. It drops
+// the values of the purge's keys that this node holds for another one
+// (hot and fallback copies, hand-offs, heirs' copies) and keeps none it
+// takes from another node until EndPurge, but leaves the values it owns:
+// those go in the second round (ApplyPurge), which the transport begins
+// only once every node it could reach held the purge. So no node serves a
+// copy from before the purge after an owner served a value loaded after
+// it (a read going back in time). It returns how many entries it dropped.
+func (n *Node) HoldPurge(p Purge) int {
+	g, ok := n.Group(p.Group)
+	if !ok {
+		return 0
+	}
+	g.purges.begin(p.ID)
+	return g.purgeLocal(p.Prefix, false)
+}
+
+// ApplyPurge applies p on this node only, both rounds at once (see
+// HoldPurge), and returns how many entries it dropped; an unknown group has
+// none. The transport calls it for a purge every node it could reach held,
+// and EndPurge once the purge reached every node it could reach: in between,
+// the group keeps no value it takes from another node (hot copies,
+// hand-offs), which may not have applied the purge yet. Applied again, it
+// drops again what was stored meanwhile: the transport applies each purge
+// once (by its ID).
 func (n *Node) ApplyPurge(p Purge) int {
 	g, ok := n.Group(p.Group)
 	if !ok {
 		return 0
 	}
 	g.purges.begin(p.ID)
-	return g.purgeLocal(p.Prefix)
+	return g.purgeLocal(p.Prefix, true)
 }
 
-// EndPurge ends p's purge on this node (see ApplyPurge). A purge that is
+// EndPurge ends p's purge on this node (see HoldPurge). A purge that is
 // never ended ends by itself after purgeHold.
 func (n *Node) EndPurge(p Purge) {
 	g, ok := n.Group(p.Group)
@@ -121,7 +139,8 @@ func (n *Node) EndPurge(p Purge) {
 // a purge lease (the transport bounds it at 5 minutes) after it began.
 const purgeHold = 6 * time.Minute
 
-// inPurges are the purges a group is in, between ApplyPurge and EndPurge.
+// inPurges are the purges a group is in, between HoldPurge (or
+// ApplyPurge) and EndPurge.
 type inPurges struct {
 	n atomic.Int32 // len(ids), for a lock-free check
 	// gen moves at every begin and end: a value taken from another node
@@ -188,20 +207,25 @@ func (g *Group) bumpEpochs() {
 	}
 }
 
-// purgeLocal drops this node's values of the keys that start with prefix.
-// The order is invalidate's, for every key at once: every write epoch is
+// purgeLocal drops this node's values of the keys that start with prefix:
+// with owned false, only those it holds for other nodes (HoldPurge). The
+// order is invalidate's, for every key at once: every write epoch is
 // bumped first, so that no load or fetch that began before the purge
 // stores its result (it may carry a value from before it); then no caller
 // joins such a load, no failure is remembered, and the entries go.
 // Bumping every stripe also voids the hand-offs in progress (Adopt), for
-// the same reason.
-func (g *Group) purgeLocal(prefix string) int {
-	g.bumpEpochs()
+// the same reason. Without owned, the purge generation (begin) voids the
+// fetches and hand-offs in progress instead, and the owner's loads go on.
+func (g *Group) purgeLocal(prefix string, owned bool) int {
 	match := func(key string) bool { return strings.HasPrefix(key, prefix) }
-	g.loads.forgetIf(match)
+	n := 0
+	if owned {
+		g.bumpEpochs()
+		g.loads.forgetIf(match)
+		g.failed.forgetIf(match)
+		n += g.main.removeIf(match)
+	}
 	g.fetches.forgetIf(match)
-	g.failed.forgetIf(match)
-	n := g.main.removeIf(match)
 	n += g.hot.removeIf(match)
 	n += g.handoff.removeIf(match)
 	n += g.copies.removeIf(match)

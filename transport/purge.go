@@ -78,7 +78,7 @@ type purges struct {
 	freshTimer *time.Timer // guarded by freshMu
 
 	mu      sync.Mutex
-	seen    map[string]struct{} // IDs of applied (guarded by mu)
+	round   map[string]uint8    // how far each purge of applied went here: purgeHeld, purgeDropped (guarded by mu)
 	applied []cache.Purge       // oldest first, at most maxPurgesKept (guarded by mu)
 	forgot  int64               // the highest Rev dropped from applied (guarded by mu)
 	rev     int64               // the log is applied up to rev (guarded by mu)
@@ -92,7 +92,7 @@ type purges struct {
 type purgeLogBox struct{ log PurgeLog }
 
 func newPurges(p *Pool) *purges {
-	return &purges{pool: p, base: time.Now(), seen: map[string]struct{}{},
+	return &purges{pool: p, base: time.Now(), round: map[string]uint8{},
 		counts: map[[2]string]int64{}, departed: map[string]time.Time{}}
 }
 
@@ -152,26 +152,71 @@ func (ps *purges) expire() {
 	}
 }
 
-// apply applies p here unless it was applied before (cache.Node.ApplyPurge).
-// The purge then holds the group until the node that made it ends it
-// (end), or for a few minutes: a node that applied a purge must not keep values
-// from nodes that may not have, whichever way the purge reached it first.
+// The rounds of a purge on a node, in order (Pool.Purge).
+const (
+	purgeHeld    = 1 // cache.Node.HoldPurge: what it holds for others dropped
+	purgeDropped = 2 // cache.Node.ApplyPurge: its own values dropped too
+)
+
+// roundWait is how long after a purge was recorded every node has held it
+// or stopped serving from its caches (its purge lease ran out since its
+// last read of the log, which began before the record), with a margin for
+// clocks that run apart.
+func (ps *purges) roundWait() time.Duration {
+	lease := ps.pool.cfg.PurgeLease
+	return lease + lease/100 + 100*time.Millisecond
+}
+
+// hold is p's first round here (cache.Node.HoldPurge), unless this node is
+// past it. Should the second round not come (the node that made the purge
+// died, or cannot reach this one now), this node applies it by itself
+// after roundWait: the purge was recorded before this node learnt of it,
+// so by then no node serves a copy from before it. Either way the purge
+// holds the group until the node that made it ends it (end), or for a few
+// minutes: a node that applied a purge must not keep values from nodes that
+// may not have.
+func (ps *purges) hold(p cache.Purge) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.round[p.ID] >= purgeHeld {
+		return
+	}
+	ps.note(p, purgeHeld)
+	if node := ps.node.Load(); node != nil {
+		node.HoldPurge(p)
+	}
+	time.AfterFunc(ps.roundWait(), func() { ps.apply(p) })
+}
+
+// apply applies p here, both rounds (cache.Node.ApplyPurge), unless it
+// was applied before.
 func (ps *purges) apply(p cache.Purge) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	if _, ok := ps.seen[p.ID]; ok {
+	if ps.round[p.ID] >= purgeDropped {
 		return
 	}
-	ps.seen[p.ID] = struct{}{}
+	ps.note(p, purgeDropped)
 	n := 0
 	if node := ps.node.Load(); node != nil {
 		n = node.ApplyPurge(p)
 	}
+	ps.pool.cfg.Logger.Info("transport: purge applied", "scope", p.Scope(), "id", p.ID, "by", p.By, "rev", p.Rev, "dropped", n)
+}
+
+// note records that p went to round here: in the list of purges applied
+// (and the counts) when it is new. ps.mu is held.
+func (ps *purges) note(p cache.Purge, round uint8) {
+	if _, ok := ps.round[p.ID]; ok {
+		ps.round[p.ID] = round
+		return
+	}
+	ps.round[p.ID] = round
 	ps.applied = append(ps.applied, p)
 	if len(ps.applied) > maxPurgesKept {
 		old := ps.applied[0]
 		ps.applied = slices.Delete(ps.applied, 0, 1)
-		delete(ps.seen, old.ID)
+		delete(ps.round, old.ID)
 		ps.forgot = max(ps.forgot, old.Rev)
 	}
 	scope := "group"
@@ -179,7 +224,6 @@ func (ps *purges) apply(p cache.Purge) {
 		scope = "prefix"
 	}
 	ps.counts[[2]string{p.Group, scope}]++
-	ps.pool.cfg.Logger.Info("transport: purge applied", "scope", p.Scope(), "id", p.ID, "by", p.By, "rev", p.Rev, "dropped", n)
 }
 
 // end ends p's purge here (cache.Node.EndPurge).
@@ -190,8 +234,12 @@ func (ps *purges) end(p cache.Purge) {
 }
 
 // catchUp applies got, the purges of a read of the log that began at
-// start (a since reading) and was complete up to rev.
+// start (a since reading) and was complete up to rev. A node that was
+// current holds them (the node that made each sends the second round, or
+// hold applies it by itself); one that was not serves nothing from its
+// caches, and applies them whole before it does again.
 func (ps *purges) catchUp(start, rev int64, got []cache.Purge) {
+	current := ps.current()
 	if f := ps.freshAt.Load(); f != 0 && time.Duration(start-f) > purgeRetention {
 		// The log no longer holds everything this node missed.
 		ps.pool.cfg.Logger.Warn("transport: purge log unread for longer than it keeps purges; dropping every cached value")
@@ -209,7 +257,11 @@ func (ps *purges) catchUp(start, rev int64, got []cache.Purge) {
 		// node must not keep copies from nodes that have not applied it
 		// yet. The node that made it ends it, or its hold runs out
 		// (a few minutes without new hot copies of the group here).
-		ps.apply(p)
+		if current {
+			ps.hold(p)
+		} else {
+			ps.apply(p)
+		}
 	}
 	ps.mu.Lock()
 	ps.rev = max(ps.rev, rev)
@@ -373,10 +425,14 @@ func (ps *purges) recentlyDeparted() []string {
 // them in the result and goes on trying them in the background for 10
 // minutes.
 //
-// A purge has two rounds. In the first every node drops the values and
-// keeps none it takes from another node (which may not have dropped them
-// yet); the second, once every node it could reach has dropped them, ends
-// that (cache.Node.ApplyPurge, EndPurge).
+// A purge has three rounds. In the first every node drops what it holds
+// for other nodes and keeps none it takes from another node (which may not
+// have applied the purge yet); in the second, once every node it could
+// reach held the purge, owners drop their own values; the third, once they
+// have, ends the first's hold (cache.Node.HoldPurge, ApplyPurge,
+// EndPurge). Were owners to drop theirs at once, a node the purge had not
+// reached yet could serve its copy from before the purge after the owner
+// served a value loaded after it.
 func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, error) {
 	ps := p.purges
 	if ps.node.Load() == nil {
@@ -398,9 +454,8 @@ func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, er
 		}
 		// A node that did not see the record stops serving from its
 		// caches PurgeLease after its last read of the log, which began
-		// before the record: a margin for clocks that run apart.
-		lease := p.cfg.PurgeLease
-		deadline = time.Now().Add(lease + lease/100 + 100*time.Millisecond)
+		// before the record.
+		deadline = time.Now().Add(ps.roundWait())
 		pg.Rev = rev
 		res.Recorded = true
 		targets = append(append(targets, members...), ps.recentlyDeparted()...)
@@ -410,20 +465,29 @@ func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, er
 	if err != nil {
 		return res, err
 	}
-	ps.apply(pg)
+	ps.hold(pg)
 	slices.Sort(targets)
 	targets = slices.DeleteFunc(slices.Compact(targets), func(u string) bool { return u == p.cfg.Self })
-	ok := p.sendPurge(ctx, body, targets, deadline, "")
+	ok := p.sendPurge(ctx, body, targets, deadline, purgeHoldPhase)
 	var confirmed []string
 	for i, u := range targets {
 		if ok[i] {
-			res.Confirmed = append(res.Confirmed, u)
 			confirmed = append(confirmed, u)
+		}
+	}
+	// A node that held the purge applies it by itself roundWait after it
+	// held it, should the second round miss it (purges.hold): the second
+	// round waits no longer than that.
+	ps.apply(pg)
+	ok = p.sendPurge(ctx, body, confirmed, time.Now().Add(ps.roundWait()), "")
+	for _, u := range targets {
+		if i, found := slices.BinarySearch(confirmed, u); found && ok[i] {
+			res.Confirmed = append(res.Confirmed, u)
 		} else {
 			res.Unconfirmed = append(res.Unconfirmed, u)
 		}
 	}
-	// The second round is not waited for beyond a peer timeout or two: a
+	// The third round is not waited for beyond a peer timeout or two: a
 	// node it misses ends the purge by itself (cache.Node.EndPurge).
 	ps.end(pg)
 	p.sendPurge(ctx, body, confirmed, time.Now().Add(2*p.cfg.PeerTimeout), purgeEnd)
@@ -450,10 +514,15 @@ func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, er
 	return res, nil
 }
 
-// purgeEnd is the phase of the second round of a purge (Pool.Purge).
-const purgeEnd = "end"
+// The phases of a purge's rounds (Pool.Purge), as a node sends them: the
+// second round's is "" (the whole purge: what a node that missed the first
+// applies too).
+const (
+	purgeHoldPhase = "hold"
+	purgeEnd       = "end"
+)
 
-// sendPurge sends a purge's round (phase "" or purgeEnd) to each of
+// sendPurge sends a purge's round (phase purgeHoldPhase, "" or purgeEnd) to each of
 // targets until it is applied there or deadline passes (or ctx ends), and
 // reports which applied it.
 func (p *Pool) sendPurge(ctx context.Context, body []byte, targets []string, deadline time.Time, phase string) []bool {
@@ -506,9 +575,12 @@ func (h *peerHandler) servePurge(w http.ResponseWriter, r *http.Request) {
 		writePeerError(w, fmt.Errorf("%w: bad purge", ErrBadRequest))
 		return
 	}
-	if r.URL.Query().Get("phase") == purgeEnd {
+	switch r.URL.Query().Get("phase") {
+	case purgeHoldPhase:
+		h.pool.purges.hold(pg)
+	case purgeEnd:
 		h.pool.purges.end(pg)
-	} else {
+	default:
 		h.pool.purges.apply(pg)
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,8 +1,17 @@
 package transport
 
 import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/poll"
 )
 
 // TestPurgeLogUnreadTooLong: a node whose last read of the purge log is
@@ -68,5 +77,90 @@ func TestLookupsStopTrustingAnUnreadLog(t *testing.T) {
 	ps.markFresh(ps.since())
 	if _, cached, _ := n.group.GetCached("k"); !cached {
 		t.Fatal("not served from the cache once the log was read again")
+	}
+}
+
+// TestPurgeNeverGoesBackInTime: while a purge has not reached a node that
+// holds a hot copy of a key, the key's owner keeps serving the value from
+// before the purge. Were the owner to drop it at once, a client could read
+// the owner's new value and then the other node's old copy: a read going
+// back in time. Once the purge reached every node, both serve the new one.
+func TestPurgeNeverGoesBackInTime(t *testing.T) {
+	t.Parallel()
+	var gen atomic.Int64
+	gen.Store(1)
+	held := make(chan struct{})
+	var release sync.Once
+	var holder string // the node whose purge rounds wait for release
+	nodes, _ := newCluster(t, 3, clusterOpts{
+		origin: func(_ context.Context, _, key string) (cache.Value, error) {
+			return cache.Value{Data: fmt.Appendf(nil, "%s@%d", key, gen.Load())}, nil
+		},
+		wrapPeer: func(i int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, purgeRoute) && "http://"+r.Host == holder {
+					<-held
+				}
+				h.ServeHTTP(w, r)
+			})
+		},
+	})
+	// After newCluster's cleanups, so before them: a server closes only
+	// once its handlers return.
+	t.Cleanup(func() { release.Do(func() { close(held) }) })
+	const key = "k"
+	own, cp := owner(t, nodes, key), notOwner(t, nodes, key)
+	var other *testNode
+	for _, n := range nodes {
+		if n != own && n != cp {
+			other = n
+		}
+	}
+	holder = cp.url
+	read := func(n *testNode) string {
+		t.Helper()
+		v, err := n.group.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(v.Data)
+	}
+	if v := read(cp); v != "k@1" {
+		t.Fatalf("warming through a non-owner: %q", v)
+	}
+	if _, cached, _ := cp.group.GetCached(key); !cached {
+		t.Fatal("the non-owner kept no hot copy")
+	}
+	gen.Store(2)
+	done := make(chan error, 1)
+	var res cache.PurgeResult
+	go func() {
+		var err error
+		res, err = other.group.Purge(t.Context())
+		done <- err
+	}()
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return len(own.pool.Purges()) == 1, fmt.Sprintf("the owner lists %d purges", len(own.pool.Purges()))
+	})
+	for range 20 {
+		o, c := read(own), read(cp)
+		if o == "k@2" && c == "k@1" {
+			t.Fatalf("the owner served the value loaded after the purge, then the holder of a copy the one before it")
+		}
+		if o != "k@1" {
+			t.Fatalf("the owner served %q before the purge reached every node", o)
+		}
+	}
+	release.Do(func() { close(held) })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Confirmed) != 2 || len(res.Unconfirmed) != 0 {
+		t.Errorf("purge result %+v; want both other nodes confirmed", res)
+	}
+	for _, n := range nodes {
+		if v := read(n); v != "k@2" {
+			t.Errorf("%s after the purge: %q", n.url, v)
+		}
 	}
 }

@@ -171,13 +171,17 @@ func (s *Server) Close() error {
 // header names and values) alias the connection's buffers, which fasthttp
 // reuses for the next request once this one is answered; but a handler
 // keeps some beyond that: a key in a load that outlives the request or in
-// an origin's records, a header value in a log line. Its context is
-// detached from the server's: fasthttp ends it at Shutdown, whereas
-// net/http ends it only when the client leaves (which fasthttp does not
-// report), and a request in flight at Shutdown must be finished, not
-// cancelled. Reading the body copies it.
+// an origin's records, a header value in a log line. Its context is not
+// the adaptor's, which is the *fasthttp.RequestCtx itself: fasthttp ends it
+// at Shutdown, whereas net/http ends it only when the client leaves (which
+// fasthttp does not report), and a request in flight at Shutdown must be
+// finished, not cancelled; and fasthttp reuses it for the next request,
+// while a load that outlives this one still asks its context for values
+// (a dial does): a race on the RequestCtx under the race detector, and a
+// read of another request's values without it. Nothing of ours reads a
+// value from it. Reading the body copies it.
 func ownRequest(r *http.Request) *http.Request {
-	c := r.WithContext(context.WithoutCancel(r.Context()))
+	c := r.WithContext(context.Background())
 	c.Method = strings.Clone(r.Method)
 	c.Proto = strings.Clone(r.Proto)
 	c.Host = strings.Clone(r.Host)

@@ -51,6 +51,14 @@ var (
 	// is not remembered as a failure, and a value within its
 	// stale-if-error window is served instead.
 	ErrOverloaded = errors.New("cache: origin overloaded")
+
+	// ErrOwnerUnreachable is returned by Get for a key that was written at
+	// its owner (this node applied, forwarded or was told of the write)
+	// when the owner cannot be reached and no heir holds a copy: the
+	// origin's value is older than the written one, so no fallback copy
+	// is loaded. It passes when the owner answers again, or when the ring
+	// gives the key to another node.
+	ErrOwnerUnreachable = errors.New("cache: key written at its owner, which cannot be reached")
 )
 
 // A ConfigError reports the field of a config that its Validate refused,

@@ -171,7 +171,7 @@ func TestHotCopiesLiveUnderTheOwnersLease(t *testing.T) {
 	// The owner is unreachable: the fallback copy is served without a lease.
 	owner.setFail(errUnreachable)
 	owner.setLease(2, false)
-	c.groups[0].dropLocal(key, "", false)
+	c.groups[0].hot.remove(key) // not a drop: that would say the key was written
 	mustGet(t, c.groups[0], key, "v:"+key)
 	loads := o.total.Load()
 	mustGet(t, c.groups[0], key, "v:"+key)

@@ -64,7 +64,10 @@ type Group struct {
 	// since counts as written.
 	writtenMu sync.Mutex
 	written   map[string]string // guarded by writtenMu; nil: overflowed
-	snap      [epochStripes]atomic.Uint64
+	// everWritten holds the keys written that this node heard of, across
+	// ring changes: no fallback copy of those (writtenKeys).
+	everWritten writtenKeys
+	snap        [epochStripes]atomic.Uint64
 	// pulls counts, by previous owner (a Peer), what this window's pulls
 	// from it found (*pullCount, replaced at each ring change).
 	pulls sync.Map

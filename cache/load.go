@@ -119,6 +119,10 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			return v, nil
 		}
 	}
+	if remote && g.everWritten.has(g.keyHash(key)) {
+		// A fallback copy from the origin would be older than the write.
+		return Value{}, fmt.Errorf("%w: %q (owner %s)", ErrOwnerUnreachable, key, owner)
+	}
 	// The slot is taken after every way to answer without the origin: a
 	// shed load costs the origin nothing. The wait is the load's, not a
 	// caller's: one caller leaving does not shed it for the others.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	glru "github.com/hashicorp/golang-lru/v2"
 )
 
 // Set writes v as key's value at key's owner (this node or a peer), which
@@ -352,6 +355,7 @@ func (g *Group) invalidate(key, by string) {
 // replaces rather than drops first.
 func (g *Group) fence(key, by string) {
 	g.noteWrite(key, by)
+	g.everWritten.add(g.keyHash(key))
 	g.epoch(key).Add(1)
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
@@ -379,7 +383,44 @@ func (g *Group) noteWrite(key, by string) {
 }
 
 func (g *Group) epoch(key string) *atomic.Uint64 {
-	return &g.epochs[maphash.String(g.seed, key)%epochStripes]
+	return &g.epochs[g.keyHash(key)%epochStripes]
+}
+
+func (g *Group) keyHash(key string) uint64 { return maphash.String(g.seed, key) }
+
+// maxEverWritten bounds the keys a group remembers exactly as written
+// (writtenKeys): 32,768 hashes, about 2.5 MiB at most.
+const maxEverWritten = 1 << 15
+
+// writtenKeys remembers the keys written in the cluster that this node
+// heard of: a write it applied or forwarded to the owner, or a drop an
+// owner sent after one. Such a key's value at its owner is newer than the
+// origin's, so a node that cannot reach the owner does not load it from
+// the origin as a fallback copy (ErrOwnerUnreachable): that would serve a
+// value older than an acknowledged write. It holds key hashes (a collision
+// only refuses a fallback) and never forgets one it cannot hold: a hash
+// pushed out of the recent ones marks its epoch stripe, and every key of a
+// marked stripe counts as written. It is safe for concurrent use.
+type writtenKeys struct {
+	once   sync.Once
+	recent *glru.Cache[uint64, struct{}]
+	spilt  [epochStripes]atomic.Bool
+}
+
+func (w *writtenKeys) init() {
+	w.once.Do(func() {
+		w.recent, _ = glru.NewWithEvict(maxEverWritten, func(h uint64, _ struct{}) { w.spilt[h%epochStripes].Store(true) })
+	})
+}
+
+func (w *writtenKeys) add(h uint64) {
+	w.init()
+	w.recent.Add(h, struct{}{})
+}
+
+func (w *writtenKeys) has(h uint64) bool {
+	w.init()
+	return w.spilt[h%epochStripes].Load() || w.recent.Contains(h)
 }
 
 // loadGuard returns the guard of a load or fetch of key beginning now.

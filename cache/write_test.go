@@ -62,3 +62,25 @@ func TestReadWaitsForAWriteInProgress(t *testing.T) {
 	}
 	mustGet(t, c.groups[1], "k", "new")
 }
+
+// TestWrittenKeysNeverForget: past maxEverWritten keys the oldest leave the
+// exact set, but their stripes stay marked, so every key added still counts
+// as written; a key in a stripe nothing spilt into does not.
+func TestWrittenKeysNeverForget(t *testing.T) {
+	var w writtenKeys
+	const n = maxEverWritten + 100
+	for h := range uint64(n) {
+		w.add(h * epochStripes) // all in stripe 0
+	}
+	for h := range uint64(n) {
+		if !w.has(h * epochStripes) {
+			t.Fatalf("key hash %d, added, is not written", h*epochStripes)
+		}
+	}
+	if w.has(1) {
+		t.Fatal("a key never added, in a stripe nothing spilt into, counts as written")
+	}
+	if !w.has(n * epochStripes) {
+		t.Fatal("a key of a spilt stripe does not count as written")
+	}
+}

@@ -87,7 +87,9 @@ type Record struct {
 	Node string
 	// Served is the node whose answer or error is recorded.
 	Served string
-	// Retried is true when the first node refused or reset the connection.
+	// Retried is true when the first node refused or reset the connection,
+	// or answered 503 with Retry-After (asked again, for up to
+	// retryAfterFor).
 	Retried bool
 	// Status is the HTTP status, or 0 when no response came.
 	Status int
@@ -388,12 +390,32 @@ func (l *Load) do(ctx context.Context, key string) Record {
 	i := int(l.next.Add(1) % uint64(len(ts)))
 	rec.Node = ts[i].Node
 	rec.Served = ts[i].Node
-	status, body, err := l.get(ctx, ts[i].URL, key)
+	status, body, again, err := l.get(ctx, ts[i].URL, key)
 	if err != nil && len(ts) > 1 && Retryable(err) {
 		j := (i + 1) % len(ts)
 		rec.Retried = true
 		rec.Served = ts[j].Node
-		status, body, err = l.get(ctx, ts[j].URL, key)
+		status, body, again, err = l.get(ctx, ts[j].URL, key)
+	}
+	// A 503 with Retry-After asks the client to come back (a key written
+	// at an owner out of reach, an origin too busy): the generator does,
+	// as a client should, for up to retryAfterFor, on the same node.
+	for again && time.Since(rec.At) < retryAfterFor {
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			again = false
+			continue
+		case <-t.C:
+		}
+		rec.Retried = true
+		status, body, again, err = l.get(ctx, ts[i].URL, key)
+		if err != nil && len(ts) > 1 && Retryable(err) {
+			j := (i + 1) % len(ts)
+			rec.Served = ts[j].Node
+			status, body, again, err = l.get(ctx, ts[j].URL, key)
+		}
 	}
 	rec.Status, rec.Body = status, body
 	if err != nil {
@@ -403,23 +425,30 @@ func (l *Load) do(ctx context.Context, key string) Record {
 	return rec
 }
 
+// retryAfterFor bounds how long a read answered 503 with Retry-After is
+// asked again: longer than the rings take to drop a dead or paused node
+// (its lease, the hold-down), after which the key has another owner.
+const retryAfterFor = 15 * time.Second
+
 // get sends one attempt; a body cut short is an error like a failed dial.
-func (l *Load) get(ctx context.Context, base, key string) (int, []byte, error) {
+// again reports a 503 with Retry-After.
+func (l *Load) get(ctx context.Context, base, key string) (status int, body []byte, again bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
 		base+"/cache/"+url.PathEscape(l.cfg.Group)+"/"+url.PathEscape(key), nil)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	resp, err := l.client.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err = io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, false, err
 	}
-	return resp.StatusCode, body, nil
+	again = resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
+	return resp.StatusCode, body, again, nil
 }
 
 // Retryable reports whether err means the node refused or reset the

@@ -523,3 +523,36 @@ func TestSilentPeerReleasesEveryWaiter(t *testing.T) {
 	}
 	t.Logf("10 requests sent over 540ms to a paused owner all ended by +%v", slices.Max(done))
 }
+
+// TestNoFallbackForAWrittenKey: a node cut off from a key's owner loads a
+// fallback copy from the origin for a key nobody wrote, but not for one
+// written at the owner before the cut, whose origin value is older than the
+// write: that read is a 503 with Retry-After (cache.ErrOwnerUnreachable),
+// on the node that forwarded the write and on the one the owner's drop
+// reached. Once the owner answers again, the written value is served.
+func TestNoFallbackForAWrittenKey(t *testing.T) {
+	t.Parallel()
+	const peerTimeout = 300 * time.Millisecond
+	nodes, _ := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.PeerTimeout = peerTimeout }})
+	c := testClient(t)
+	own := nodes[2]
+	written, unwritten := keyOf(t, nodes, own, "w"), keyOf(t, nodes, own, "u")
+	mustRead(t, c, nodes[1], written, string(valueOf(written)))
+	if r := put(t, c, nodes[0], written, "put"); r.status != http.StatusNoContent {
+		t.Fatalf("PUT = %d %q", r.status, r.body)
+	}
+	own.gate.pause()
+	defer own.gate.resume()
+	for _, n := range nodes[:2] {
+		r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, written), nil)
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Errorf("GET of the written key at %s with its owner paused = %d %q; want 503 with Retry-After", n.url, r.status, r.body)
+		}
+		mustRead(t, c, n, unwritten, string(valueOf(unwritten)))
+	}
+	own.gate.resume()
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		r := mustDo(t, c, http.MethodGet, publicURL(nodes[0].url, testGroup, written), nil)
+		return r.status == http.StatusOK && r.body == "put", fmt.Sprintf("GET %d %q", r.status, r.body)
+	})
+}

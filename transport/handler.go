@@ -56,8 +56,9 @@ type HandlerConfig struct {
 // (with Allow), 413 for a value over the group's MaxValueBytes, 429 (with
 // Retry-After) for a miss over HandlerConfig.Clients' bounds (none by
 // default), 502 when the origin fails, 503 (with Retry-After) when the
-// group's load queue sheds the miss (cache.ErrOverloaded), 504 when the
-// origin times out.
+// group's load queue sheds the miss (cache.ErrOverloaded) or the key was
+// written at an owner out of reach (cache.ErrOwnerUnreachable), 504 when
+// the origin times out.
 //
 // The key is the rest of the path after the group, unescaped once, so it may
 // contain "/" and, percent-encoded, any byte. Escape "/" as %2F where the key

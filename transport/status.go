@@ -26,6 +26,7 @@ import (
 //	ErrTooManyRequests                           429 Too Many Requests
 //	cache.ErrOverloaded                          503 Service Unavailable (with Retry-After)
 //	ErrPurgeNotRecorded                          503 Service Unavailable (with Retry-After)
+//	cache.ErrOwnerUnreachable                    503 Service Unavailable (with Retry-After)
 //	context.DeadlineExceeded                     504 Gateway Timeout
 //	cache.ErrLoad, *PeerError                    502 Bad Gateway
 //	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
@@ -60,7 +61,8 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrTooManyRequests):
 		return http.StatusTooManyRequests
-	case errors.Is(err, cache.ErrOverloaded), errors.Is(err, ErrPurgeNotRecorded):
+	case errors.Is(err, cache.ErrOverloaded), errors.Is(err, ErrPurgeNotRecorded),
+		errors.Is(err, cache.ErrOwnerUnreachable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout
@@ -96,6 +98,8 @@ func errorText(err error, code int) string {
 		return "key owner is changing; retry"
 	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrOverloaded):
 		return "origin busy; retry later"
+	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrOwnerUnreachable):
+		return "key owner unreachable, and the key was written there: the origin's value would be older; retry"
 	case code == http.StatusServiceUnavailable && errors.Is(err, ErrPurgeNotRecorded):
 		return "purge log (etcd) out of reach: nothing was purged; retry"
 	case code == http.StatusServiceUnavailable:
@@ -128,10 +132,12 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // retryLater reports whether an error answer says when to retry: a 503
-// for an owner that is changing or an origin too busy to load.
+// for an owner that is changing or out of reach, or an origin too busy to
+// load.
 func retryLater(code int, err error) bool {
 	return code == http.StatusServiceUnavailable &&
-		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded) || errors.Is(err, ErrPurgeNotRecorded))
+		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded) || errors.Is(err, ErrPurgeNotRecorded) ||
+			errors.Is(err, cache.ErrOwnerUnreachable))
 }
 
 // writePeerError writes err on the peer route: as writeError, plus the

@@ -185,7 +185,18 @@ func (ps *purges) hold(p cache.Purge) {
 	if node := ps.node.Load(); node != nil {
 		node.HoldPurge(p)
 	}
-	time.AfterFunc(ps.roundWait(), func() { ps.apply(p) })
+	time.AfterFunc(ps.roundWait(), func() { ps.applyHeld(p) })
+}
+
+// applyHeld is apply for a purge this node held and still remembers: one
+// it forgot since (maxPurgesKept newer ones) is not applied again.
+func (ps *purges) applyHeld(p cache.Purge) {
+	ps.mu.Lock()
+	held := ps.round[p.ID] == purgeHeld
+	ps.mu.Unlock()
+	if held {
+		ps.apply(p)
+	}
 }
 
 // apply applies p here, both rounds (cache.Node.ApplyPurge), unless it

@@ -164,3 +164,30 @@ func TestPurgeNeverGoesBackInTime(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldPurgeAppliesItself: a node that held a purge (its first round)
+// and never got the second, its maker having died, drops its own values of
+// the purge by itself once every node has held it or stopped serving from
+// its caches: the purge lease and a margin after it held it.
+func TestHeldPurgeAppliesItself(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	nodes, _ := newCluster(t, 1, clusterOpts{pool: func(_ int, c *Config) { c.PurgeLease = lease }})
+	n := nodes[0]
+	if _, err := n.group.Get(t.Context(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	ps := n.pool.purges
+	start := time.Now()
+	ps.hold(cache.Purge{ID: "p1", Group: testGroup, At: start})
+	if _, cached, _ := n.group.GetCached("k"); !cached {
+		t.Fatal("the first round dropped the node's own value")
+	}
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		_, cached, _ := n.group.GetCached("k")
+		return !cached, "k still cached"
+	})
+	if d := time.Since(start); d < ps.roundWait() {
+		t.Fatalf("the held purge applied itself after %v, before every node could have held it (%v)", d, ps.roundWait())
+	}
+}

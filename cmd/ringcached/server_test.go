@@ -315,7 +315,13 @@ func startTestNode(t testing.TB, cfg Config) (*node, *output) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.stop(context.Background()) })
+	t.Cleanup(func() {
+		// Bounded: a test that failed with etcd still out of reach would
+		// otherwise wait for its leave forever, and never say why it failed.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		n.stop(ctx)
+	})
 	return n, out
 }
 

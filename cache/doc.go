@@ -47,7 +47,13 @@
 // lives in its owner's memory, and in its heirs' with Copies > 1: a ring
 // change hands it to the key's next owner, as it hands loaded values; when
 // its owner evicts it, or crashes without copies, the key is read through
-// from the origin again.
+// from the origin again. But no node reads a written key from the origin
+// while the written value may still be served: a node that cannot reach the
+// key's owner (and finds no heir's copy), or that owns it with its Tenure in
+// doubt, answers ErrOwnerUnreachable for a key written in the cluster that
+// it heard of (a write it applied or forwarded, or the owner's drop), where
+// for other keys it loads the origin's value. Otherwise a read could return
+// the origin's value and then the written one again.
 //
 // # The life of an entry
 //

@@ -54,9 +54,11 @@ var (
 
 	// ErrOwnerUnreachable is returned by Get for a key that was written at
 	// its owner (this node applied, forwarded or was told of the write)
-	// when the owner cannot be reached and no heir holds a copy: the
-	// origin's value is older than the written one, so no fallback copy
-	// is loaded. It passes when the owner answers again, or when the ring
+	// when the owner's value cannot be read now: the owner cannot be
+	// reached and no heir holds a copy, or the owner is this node and its
+	// tenure is in doubt (Config.Tenure). The origin's value is older than
+	// the written one, so none is loaded in its place. It passes when the
+	// owner answers again (or its tenure is settled), or when the ring
 	// gives the key to another node.
 	ErrOwnerUnreachable = errors.New("cache: key written at its owner, which cannot be reached")
 )

@@ -141,6 +141,19 @@ func TestTenure(t *testing.T) {
 	term.Store(2)            // registered again under a new lease
 	mustGet(t, g, "k", "o4")
 	mustGet(t, g, "k", "o4")
+
+	// A written key is not read from the origin while the tenure is in
+	// doubt: the write may still be this node's to serve.
+	if _, err := g.Set(t.Context(), "w", Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	held.Store(false)
+	if _, err := g.Get(t.Context(), "w"); !errors.Is(err, ErrOwnerUnreachable) {
+		t.Fatalf("Get of a written key with the tenure in doubt: err = %v, want ErrOwnerUnreachable", err)
+	}
+	mustGet(t, g, "k", "o5") // a key nobody wrote is read from the origin, as before
+	held.Store(true)
+	mustGet(t, g, "w", "written") // the peers confirmed the term: the write was never lost
 }
 
 // TestHotCopiesLiveUnderTheOwnersLease: a hot copy is served while its

@@ -86,6 +86,12 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		}
 	} else {
 		stored.stamp, held = g.term()
+		if !held && g.everWritten.has(g.keyHash(key)) {
+			// The written value may still be this node's to serve, once its
+			// peers confirm it: the origin's is older (writtenKeys).
+			return Value{}, fmt.Errorf("%w: %q: this node owns it but cannot yet tell whether its cache still holds (its registration lapsed, and its peers have not confirmed it)",
+				ErrOwnerUnreachable, key)
+		}
 	}
 	if pgd, ok := g.takeGuard(gd); !remote && held && ok {
 		if v, ok := g.pull(ctx, key); ok {

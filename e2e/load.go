@@ -397,9 +397,8 @@ func (l *Load) do(ctx context.Context, key string) Record {
 		rec.Served = ts[j].Node
 		status, body, again, err = l.get(ctx, ts[j].URL, key)
 	}
-	// A 503 with Retry-After asks the client to come back (a key written
-	// at an owner out of reach, an origin too busy): the generator does,
-	// as a client should, for up to retryAfterFor, on the same node.
+	// A 503 with Retry-After asks the client to come back: the generator
+	// does, as a client should, for up to retryAfterFor.
 	for again && time.Since(rec.At) < retryAfterFor {
 		t := time.NewTimer(time.Second)
 		select {

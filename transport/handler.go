@@ -3,6 +3,7 @@ package transport
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -422,4 +423,38 @@ func parseMaxAge(header string) (time.Duration, bool) {
 		return time.Duration(secs) * time.Second, true
 	}
 	return 0, false
+}
+
+// servePurge serves DELETE /cache/{group}[?prefix=P]: a purge of the
+// group, or of its keys under P, on every node. 200 with the
+// cache.PurgeResult as JSON once it holds; an empty prefix is refused
+// (400) rather than taken for the whole group. The mux guards it with
+// Auth (the write token).
+func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string) {
+	q := r.URL.Query()
+	prefix, scoped := q.Get("prefix"), q.Has("prefix")
+	switch {
+	case scoped && prefix == "":
+		writeError(w, fmt.Errorf("%w: empty prefix; to purge the whole group, leave prefix out", ErrBadRequest))
+		return
+	case len(prefix) > h.cfg.MaxKeyBytes:
+		writeError(w, fmt.Errorf("%w: prefix of %d bytes, keys have at most %d", ErrBadRequest, len(prefix), h.cfg.MaxKeyBytes))
+		return
+	}
+	g, ok := h.node.Group(name)
+	if !ok {
+		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name))
+		return
+	}
+	// A purge may wait out a purge lease for a node it cannot reach,
+	// longer than the server's write timeout allows a response. (A server
+	// that cannot move the deadline keeps its own.)
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxPurgeAnswer))
+	res, err := g.PurgePrefix(r.Context(), prefix)
+	if err != nil {
+		h.fail(w, r, name, prefix, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
 }

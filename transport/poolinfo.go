@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
 )
 
@@ -276,3 +277,27 @@ func (p *Pool) Version() uint64 {
 func (p *Pool) Shares() map[string]float64 {
 	return p.state.Load().ring.Shares()
 }
+
+// Purges returns the purges this node applied, oldest first (at most the
+// last 1,024), for status pages.
+func (p *Pool) Purges() []cache.Purge {
+	p.purges.mu.Lock()
+	defer p.purges.mu.Unlock()
+	return slices.Clone(p.purges.applied)
+}
+
+// PurgeCounts returns how many purges this node applied, by group and
+// scope ("group" or "prefix"), for metrics.
+func (p *Pool) PurgeCounts() map[[2]string]int64 {
+	p.purges.mu.Lock()
+	defer p.purges.mu.Unlock()
+	out := make(map[[2]string]int64, len(p.purges.counts))
+	for k, v := range p.purges.counts {
+		out[k] = v
+	}
+	return out
+}
+
+// PurgesCurrent reports whether this node serves from its caches: false
+// while it may have missed a purge (see Config.PurgeLease).
+func (p *Pool) PurgesCurrent() bool { return p.purges.currentFast() }

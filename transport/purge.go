@@ -152,11 +152,8 @@ func (ps *purges) expire() {
 	}
 }
 
-// The rounds of a purge on a node, in order (Pool.Purge).
-const (
-	purgeHeld    = 1 // cache.Node.HoldPurge: what it holds for others dropped
-	purgeDropped = 2 // cache.Node.ApplyPurge: its own values dropped too
-)
+// How far a purge went on a node (Pool.Purge): cache.Node.HoldPurge, ApplyPurge.
+const purgeHeld, purgeDropped = 1, 2
 
 // roundWait is how long after a purge was recorded every node has held it
 // or stopped serving from its caches (its purge lease ran out since its
@@ -168,13 +165,12 @@ func (ps *purges) roundWait() time.Duration {
 }
 
 // hold is p's first round here (cache.Node.HoldPurge), unless this node is
-// past it. Should the second round not come (the node that made the purge
-// died, or cannot reach this one now), this node applies it by itself
-// after roundWait: the purge was recorded before this node learnt of it,
-// so by then no node serves a copy from before it. Either way the purge
-// holds the group until the node that made it ends it (end), or for a few
-// minutes: a node that applied a purge must not keep values from nodes that
-// may not have.
+// past it. Should the second round not come (the purge's maker died, or
+// cannot reach this one), this node applies it by itself after roundWait,
+// unless it forgot p since (maxPurgesKept newer purges): p was recorded
+// before this node learnt of it, so by then no node serves a copy from
+// before it. Either way the purge holds the group until its maker ends it
+// (end), or for a few minutes.
 func (ps *purges) hold(p cache.Purge) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -185,18 +181,14 @@ func (ps *purges) hold(p cache.Purge) {
 	if node := ps.node.Load(); node != nil {
 		node.HoldPurge(p)
 	}
-	time.AfterFunc(ps.roundWait(), func() { ps.applyHeld(p) })
-}
-
-// applyHeld is apply for a purge this node held and still remembers: one
-// it forgot since (maxPurgesKept newer ones) is not applied again.
-func (ps *purges) applyHeld(p cache.Purge) {
-	ps.mu.Lock()
-	held := ps.round[p.ID] == purgeHeld
-	ps.mu.Unlock()
-	if held {
-		ps.apply(p)
-	}
+	time.AfterFunc(ps.roundWait(), func() {
+		ps.mu.Lock()
+		held := ps.round[p.ID] == purgeHeld
+		ps.mu.Unlock()
+		if held {
+			ps.apply(p)
+		}
+	})
 }
 
 // apply applies p here, both rounds (cache.Node.ApplyPurge), unless it
@@ -436,14 +428,11 @@ func (ps *purges) recentlyDeparted() []string {
 // them in the result and goes on trying them in the background for 10
 // minutes.
 //
-// A purge has three rounds. In the first every node drops what it holds
-// for other nodes and keeps none it takes from another node (which may not
-// have applied the purge yet); in the second, once every node it could
-// reach held the purge, owners drop their own values; the third, once they
-// have, ends the first's hold (cache.Node.HoldPurge, ApplyPurge,
-// EndPurge). Were owners to drop theirs at once, a node the purge had not
-// reached yet could serve its copy from before the purge after the owner
-// served a value loaded after it.
+// A purge has three rounds (cache.Node.HoldPurge, ApplyPurge, EndPurge):
+// every node drops what it holds for others and keeps nothing taken from
+// another; once every node it could reach did, owners drop their values;
+// then the hold ends. Were owners to drop theirs at once, a node not yet
+// reached could serve its old copy after the owner served a new value.
 func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, error) {
 	ps := p.purges
 	if ps.node.Load() == nil {
@@ -463,9 +452,8 @@ func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, er
 		if err != nil {
 			return res, fmt.Errorf("%w: %v", ErrPurgeNotRecorded, err)
 		}
-		// A node that did not see the record stops serving from its
-		// caches PurgeLease after its last read of the log, which began
-		// before the record.
+		// A node that did not see the record stops serving from its caches
+		// within roundWait.
 		deadline = time.Now().Add(ps.roundWait())
 		pg.Rev = rev
 		res.Recorded = true
@@ -608,62 +596,4 @@ func (h *peerHandler) servePurges(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(h.pool.purges.answer(after))
 }
 
-// Purges returns the purges this node applied, oldest first (at most the
-// last 1,024), for status pages.
-func (p *Pool) Purges() []cache.Purge {
-	p.purges.mu.Lock()
-	defer p.purges.mu.Unlock()
-	return slices.Clone(p.purges.applied)
-}
-
-// PurgeCounts returns how many purges this node applied, by group and
-// scope ("group" or "prefix"), for metrics.
-func (p *Pool) PurgeCounts() map[[2]string]int64 {
-	p.purges.mu.Lock()
-	defer p.purges.mu.Unlock()
-	out := make(map[[2]string]int64, len(p.purges.counts))
-	for k, v := range p.purges.counts {
-		out[k] = v
-	}
-	return out
-}
-
-// PurgesCurrent reports whether this node serves from its caches: false
-// while it may have missed a purge (see Config.PurgeLease).
-func (p *Pool) PurgesCurrent() bool { return p.purges.currentFast() }
-
 var _ cache.Purger = (*Pool)(nil)
-
-// servePurge serves DELETE /cache/{group}[?prefix=P]: a purge of the
-// group, or of its keys under P, on every node. 200 with the
-// cache.PurgeResult as JSON once it holds; an empty prefix is refused
-// (400) rather than taken for the whole group. The mux guards it with
-// Auth (the write token).
-func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string) {
-	q := r.URL.Query()
-	prefix, scoped := q.Get("prefix"), q.Has("prefix")
-	switch {
-	case scoped && prefix == "":
-		writeError(w, fmt.Errorf("%w: empty prefix; to purge the whole group, leave prefix out", ErrBadRequest))
-		return
-	case len(prefix) > h.cfg.MaxKeyBytes:
-		writeError(w, fmt.Errorf("%w: prefix of %d bytes, keys have at most %d", ErrBadRequest, len(prefix), h.cfg.MaxKeyBytes))
-		return
-	}
-	g, ok := h.node.Group(name)
-	if !ok {
-		writeError(w, fmt.Errorf("%w: %q", cache.ErrNoSuchGroup, name))
-		return
-	}
-	// A purge may wait out a purge lease for a node it cannot reach,
-	// longer than the server's write timeout allows a response. (A server
-	// that cannot move the deadline keeps its own.)
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxPurgeAnswer))
-	res, err := g.PurgePrefix(r.Context(), prefix)
-	if err != nil {
-		h.fail(w, r, name, prefix, err)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(res)
-}

@@ -176,9 +176,6 @@ func NewPool(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// Config returns the pool's configuration with defaults applied.
-func (p *Pool) Config() Config { return p.cfg }
-
 // Set replaces the membership with peers plus this node (Config.Self, always
 // a member), each of weight 1. Peers are base URLs like Self; duplicates and
 // trailing slashes are ignored. On error the membership is unchanged.
@@ -423,11 +420,6 @@ func (p *Pool) ringAfter(st *poolState, l *leavingRing) ring {
 	}
 	p.leaving.Store(&leavingRing{st: st, after: after})
 	return after
-}
-
-// Peers returns every member but this node. The slice is the caller's.
-func (p *Pool) Peers() []cache.Peer {
-	return slices.Clone(p.state.Load().others)
 }
 
 // PreviousOwner returns the member that owned key by the ring before the

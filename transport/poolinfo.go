@@ -301,3 +301,11 @@ func (p *Pool) PurgeCounts() map[[2]string]int64 {
 // PurgesCurrent reports whether this node serves from its caches: false
 // while it may have missed a purge (see Config.PurgeLease).
 func (p *Pool) PurgesCurrent() bool { return p.purges.currentFast() }
+
+// Config returns the pool's configuration with defaults applied.
+func (p *Pool) Config() Config { return p.cfg }
+
+// Peers returns every member but this node. The slice is the caller's.
+func (p *Pool) Peers() []cache.Peer {
+	return slices.Clone(p.state.Load().others)
+}

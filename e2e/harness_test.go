@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -99,6 +100,24 @@ func statusURL(t *testing.T, code int) string {
 	return s.URL
 }
 
+// retryAfterURL answers 503 with Retry-After the first time, then as
+// demoServer does: a node whose key's owner answers again.
+func retryAfterURL(t *testing.T) string {
+	t.Helper()
+	var n atomic.Int32
+	good := demoServer(t, 64)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "key owner unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		http.Redirect(w, r, good+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
 func TestLoadRetry(t *testing.T) {
 	t.Parallel()
 	good := demoServer(t, 64)
@@ -112,6 +131,8 @@ func TestLoadRetry(t *testing.T) {
 		{"refused is retried on the next node", refusedURL(t), true, 200, "b"},
 		{"closed without a response is retried", closingURL(t), true, 200, "b"},
 		{"an HTTP error is not retried", statusURL(t, http.StatusBadGateway), false, 502, "a"},
+		{"a 503 without Retry-After is not retried", statusURL(t, http.StatusServiceUnavailable), false, 503, "a"},
+		{"a 503 with Retry-After is asked again", retryAfterURL(t), true, 200, "a"},
 		{"a healthy node answers", good, false, 200, "a"},
 	}
 	for _, tt := range tests {

@@ -521,9 +521,9 @@ const (
 	purgeEnd       = "end"
 )
 
-// sendPurge sends a purge's round (phase purgeHoldPhase, "" or purgeEnd) to each of
-// targets until it is applied there or deadline passes (or ctx ends), and
-// reports which applied it.
+// sendPurge sends a purge's round (phase purgeHoldPhase, "" or purgeEnd) to
+// each of targets until it is applied there or deadline passes (or ctx
+// ends), and reports which applied it.
 func (p *Pool) sendPurge(ctx context.Context, body []byte, targets []string, deadline time.Time, phase string) []bool {
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

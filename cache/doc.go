@@ -53,10 +53,7 @@
 // doubt, answers ErrOwnerUnreachable for a key written in the cluster that
 // it heard of (a write it applied or forwarded, or the owner's drop), where
 // for other keys it loads the origin's value. Otherwise a read could return
-// the origin's value and then the written one again. For the same reason an
-// owner that no longer holds a written value (evicted) drops the other
-// nodes' copies of it before it serves the origin's (for the 32,768 keys
-// written most recently that it heard of).
+// the origin's value and then the written one again.
 //
 // # The life of an entry
 //

@@ -125,15 +125,6 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			return v, nil
 		}
 	}
-	if !remote && held && g.everWritten.exact(g.keyHash(key)) {
-		// A written value of key was this node's and is gone (evicted or
-		// expired), and other nodes may still serve copies of it: they go
-		// before the origin's older value is served here, or a read could
-		// return the written value after another returned the origin's.
-		// Only for the keys remembered exactly: the stripes would send a
-		// drop to every node for most misses of a group written a lot.
-		g.peers.DropCopies(ctx, g.cfg.Name, key)
-	}
 	if remote && g.everWritten.has(g.keyHash(key)) {
 		// A fallback copy from the origin would be older than the write.
 		return Value{}, fmt.Errorf("%w: %q (owner %s)", ErrOwnerUnreachable, key, owner)

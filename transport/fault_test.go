@@ -556,3 +556,43 @@ func TestNoFallbackForAWrittenKey(t *testing.T) {
 		return r.status == http.StatusOK && r.body == "put", fmt.Sprintf("GET %d %q", r.status, r.body)
 	})
 }
+
+// TestEvictedWriteLeavesNoCopy: the owner of a written key evicts it while
+// another node holds a hot copy of the written value. The owner's next read
+// of the key loads the origin's value, and drops the copies first: no read
+// returns the written value after one returned the origin's.
+func TestEvictedWriteLeavesNoCopy(t *testing.T) {
+	if os.Getenv("RINGCACHE_RUN_KNOWN_FAILURES") == "" {
+		t.Skip(`known failure (issue 31, item 3): an owner that evicted a written value serves the origin's ` +
+			`while another node still serves its hot copy of the write, under the owner's contact lease, for up to ` +
+			`HotTTL. Dropping the copies at the owner's next load fixed this test but made TestCrashLinearizableWithCopies ` +
+			`lose acknowledged PUTs (3 and 4 of 15-20 runs, cause not found), so it is not built. ` +
+			`Set RINGCACHE_RUN_KNOWN_FAILURES=1 to run it.`)
+	}
+	t.Parallel()
+	nodes, _ := newCluster(t, 3, clusterOpts{group: func(g *cache.GroupConfig) {
+		g.MaxBytes, g.HotAfter, g.Policy = 64<<10, 1, cache.PolicyLRU
+	}})
+	c := testClient(t)
+	own, other := nodes[1], nodes[2]
+	key := keyOf(t, nodes, own, "w")
+	if r := put(t, c, nodes[0], key, "put"); r.status != http.StatusNoContent {
+		t.Fatalf("PUT = %d %q", r.status, r.body)
+	}
+	mustRead(t, c, other, key, "put")
+	if _, cached, _ := other.group.GetCached(key); !cached {
+		t.Fatal("the other node kept no hot copy of the written value")
+	}
+	// Fill the owner until the written value is evicted: five times what
+	// it holds (a lookup would count as a read and keep it).
+	for i := range 2000 {
+		if _, err := own.group.Get(t.Context(), keyOf(t, nodes, own, fmt.Sprintf("fill%d-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, cached, _ := own.group.GetCached(key); cached {
+		t.Fatalf("the owner never evicted the written value: %+v", own.group.Stats())
+	}
+	mustRead(t, c, own, key, string(valueOf(key)))
+	mustRead(t, c, other, key, string(valueOf(key)))
+}

@@ -1,12 +1,9 @@
 package transport
 
 import (
-	"cmp"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/linearize"
 	"github.com/ringcache/ringcache/internal/poll"
 )
 
@@ -218,31 +216,6 @@ func TestRepairWaitsForLaggingHeirs(t *testing.T) {
 	awaitCopies(t, rest, 2)
 }
 
-// register is porcupine's model of one key read through the cache: ""
-// stands for the origin's value, which a DELETE brings back.
-var register = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, op := range history {
-			k := op.Input.(regOp).key
-			byKey[k] = append(byKey[k], op)
-		}
-		return slices.Collect(maps.Values(byKey))
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		switch in := input.(regOp); in.kind {
-		case "put":
-			return true, in.value
-		case "delete":
-			return true, ""
-		}
-		return output.(string) == state.(string), state
-	},
-}
-
-type regOp struct{ kind, key, value, via string }
-
 // TestCrashLinearizableWithCopies: 8 clients write (PUT of new values,
 // DELETE) and read 16 keys through the live nodes of a cluster with
 // copies=2 while a node crashes, the rings drop it, and a new node joins;
@@ -261,8 +234,7 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 	var (
 		mu   sync.Mutex
 		live = slices.Clone(first)
-		ops  []porcupine.Operation
-		open []int // writes whose outcome is unknown
+		h    linearize.History
 	)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -279,7 +251,7 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 				via := live[rng.IntN(len(live))]
 				mu.Unlock()
 				key := fmt.Sprintf("h%02d", rng.IntN(16))
-				in := regOp{kind: "get", key: key, via: via.url[len(via.url)-5:]}
+				in := linearize.Input{Op: "get", Key: key, Via: via.url[len(via.url)-5:]}
 				var out string
 				known := true
 				call := time.Now()
@@ -293,20 +265,15 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 						out = ""
 					}
 				case p < 9:
-					in = regOp{kind: "put", key: key, value: fmt.Sprintf("w-%d-%d", c, n), via: in.via}
-					_, err := via.group.Set(t.Context(), key, cache.Value{Data: []byte(in.value)})
+					in.Op, in.Value = "put", fmt.Sprintf("w-%d-%d", c, n)
+					_, err := via.group.Set(t.Context(), key, cache.Value{Data: []byte(in.Value)})
 					known = err == nil
 				default:
-					in.kind = "delete"
+					in.Op = "delete"
 					_, err := via.group.Remove(t.Context(), key)
 					known = err == nil
 				}
-				mu.Lock()
-				ops = append(ops, porcupine.Operation{ClientId: c, Input: in, Output: out, Call: call.UnixNano(), Return: time.Now().UnixNano()})
-				if !known {
-					open = append(open, len(ops)-1)
-				}
-				mu.Unlock()
+				h.Add(c, in, out, call, time.Now(), known)
 			}
 		})
 	}
@@ -328,40 +295,12 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 	time.Sleep(time.Second)
 	close(stop)
 	wg.Wait()
-	end := time.Now().UnixNano()
-	for _, i := range open {
-		ops[i].Return = end // it may have been applied at any time after its call
-	}
-	res := porcupine.CheckOperations(register, ops)
-	t.Logf("%d operations, %d writes with unknown outcome; %d copies promoted", len(ops), len(open), sumCopyStats(rest).CopiesPromoted)
+	ops, open := h.Close(time.Now())
+	res := porcupine.CheckOperations(linearize.Model, ops)
+	t.Logf("%d operations, %d writes with unknown outcome; %d copies promoted", len(ops), open, sumCopyStats(rest).CopiesPromoted)
 	if !res {
-		t.Fatalf("the history is not linearizable:\n%s", illegalKeys(ops, time.Unix(0, ops[0].Call)))
+		t.Fatalf("the history is not linearizable:\n%s", linearize.Explain(ops, nil))
 	}
-}
-
-// illegalKeys describes each key whose history alone is not linearizable:
-// its operations in order of call, in ms from start.
-func illegalKeys(ops []porcupine.Operation, start time.Time) string {
-	byKey := map[string][]porcupine.Operation{}
-	for _, op := range ops {
-		k := op.Input.(regOp).key
-		byKey[k] = append(byKey[k], op)
-	}
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		kops := byKey[k]
-		if porcupine.CheckOperations(register, kops) {
-			continue
-		}
-		slices.SortFunc(kops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
-		fmt.Fprintf(&b, "key %s:\n", k)
-		for _, op := range kops {
-			in := op.Input.(regOp)
-			fmt.Fprintf(&b, "  c%d %.1f..%.1fms via %s %s %s -> %q\n", op.ClientId,
-				float64(op.Call-start.UnixNano())/1e6, float64(op.Return-start.UnixNano())/1e6, in.via, in.kind, in.value, op.Output)
-		}
-	}
-	return b.String()
 }
 
 // TestAPutsDropLeavesTheHeirsCopy: the drop of a PUT (DropCopiesReplaced)

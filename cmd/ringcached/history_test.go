@@ -12,100 +12,14 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/ringcache/ringcache/internal/linearize"
 )
-
-// A register per key, read through a cache whose origin has a value of its
-// own for every key: the register starts as the origin's value, a PUT sets
-// it, a DELETE sets it back to the origin's (the next read loads it), and a
-// GET returns it. State "" stands for the origin's value.
-type (
-	regInput struct {
-		op    string // "get", "put" or "delete"
-		key   string
-		value string // put
-		node  int    // which node the client asked, for the descriptions
-	}
-	regOutput struct {
-		value string // get: what was read, "" for the origin's value
-	}
-)
-
-var registerModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		for _, op := range history {
-			k := op.Input.(regInput).key
-			byKey[k] = append(byKey[k], op)
-		}
-		var out [][]porcupine.Operation
-		for _, ops := range byKey {
-			out = append(out, ops)
-		}
-		return out
-	},
-	Init: func() any { return "" },
-	Step: func(state, input, output any) (bool, any) {
-		in := input.(regInput)
-		switch in.op {
-		case "put":
-			return true, in.value
-		case "delete":
-			return true, ""
-		}
-		return output.(regOutput).value == state.(string), state
-	},
-	DescribeOperation: func(input, output any) string {
-		in := input.(regInput)
-		switch in.op {
-		case "put":
-			return fmt.Sprintf("n%d put(%s, %s)", in.node, in.key, in.value)
-		case "delete":
-			return fmt.Sprintf("n%d delete(%s)", in.node, in.key)
-		}
-		v := output.(regOutput).value
-		if v == "" {
-			v = "origin"
-		}
-		return fmt.Sprintf("n%d get(%s) -> %s", in.node, in.key, v)
-	},
-	DescribeState: func(state any) string {
-		if state.(string) == "" {
-			return "origin"
-		}
-		return state.(string)
-	},
-}
-
-// history records the operations of clients on a cluster.
-type history struct {
-	mu   sync.Mutex
-	ops  []porcupine.Operation
-	open []int // indexes of writes whose outcome is unknown
-}
-
-// record adds an operation; a write whose outcome is unknown (no answer, or
-// a 5xx that may come after it was applied) may have happened at any time
-// after its call, so it returns at the history's end (closeOpen).
-func (h *history) record(client int, in regInput, out regOutput, call, ret time.Time, known bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call.UnixNano(), Return: ret.UnixNano()})
-	if !known {
-		h.open = append(h.open, len(h.ops)-1)
-	}
-}
-
-func (h *history) closeOpen(end time.Time) {
-	for _, i := range h.open {
-		h.ops[i].Return = end.UnixNano()
-	}
-}
 
 // runClients runs clients that read and write keys through random nodes
 // until stop is closed: 60% GET, 30% PUT of a value never written before,
 // 10% DELETE; a write answered 503 is sent again (write).
-func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}) *history {
-	h := &history{}
+func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}) *linearize.History {
+	h := &linearize.History{}
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
@@ -118,7 +32,7 @@ func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}
 				}
 				key := fmt.Sprintf("h%02d", rng.IntN(keys))
 				node := rng.IntN(len(r.urls))
-				url := r.urls[node] + "/cache/g/" + key
+				url, via := r.urls[node]+"/cache/g/"+key, fmt.Sprintf("n%d", node)
 				call := time.Now()
 				switch p := rng.IntN(10); {
 				case p < 6:
@@ -129,20 +43,19 @@ func runClients(t *testing.T, r *reader, clients, keys int, stop <-chan struct{}
 					if body == "v:"+key {
 						body = ""
 					}
-					h.record(c, regInput{op: "get", key: key, node: node}, regOutput{value: body}, call, time.Now(), true)
+					h.Add(c, linearize.Input{Op: "get", Key: key, Via: via}, body, call, time.Now(), true)
 				case p < 9:
 					v := fmt.Sprintf("w-c%d-%d", c, n)
 					code := write(r, http.MethodPut, url, v)
-					h.record(c, regInput{op: "put", key: key, value: v, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
+					h.Add(c, linearize.Input{Op: "put", Key: key, Value: v, Via: via}, "", call, time.Now(), code == http.StatusNoContent)
 				default:
 					code := write(r, http.MethodDelete, url, "")
-					h.record(c, regInput{op: "delete", key: key, node: node}, regOutput{}, call, time.Now(), code == http.StatusNoContent)
+					h.Add(c, linearize.Input{Op: "delete", Key: key, Via: via}, "", call, time.Now(), code == http.StatusNoContent)
 				}
 			}
 		})
 	}
 	wg.Wait()
-	h.closeOpen(time.Now())
 	return h
 }
 
@@ -199,7 +112,7 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 			r := &reader{t: t, c: clientFrom("127.0.0.1", 16), urls: urls}
 
 			stop := make(chan struct{})
-			done := make(chan *history)
+			done := make(chan *linearize.History)
 			go func() { done <- runClients(t, r, 8, 16, stop) }()
 			time.Sleep(2 * time.Second)
 			etcd.inject()
@@ -216,22 +129,23 @@ func TestEtcdFaultsLinearizable(t *testing.T) {
 }
 
 // checkHistory checks h with porcupine and fails t, describing the first
-// violation, if it is not linearizable.
-func checkHistory(t *testing.T, h *history, o *countingOrigin) {
+// violation with the origin's loads around it, if it is not linearizable.
+func checkHistory(t *testing.T, h *linearize.History, o *countingOrigin) {
 	t.Helper()
-	res, info := porcupine.CheckOperationsVerbose(registerModel, h.ops, time.Minute)
-	t.Logf("%d operations (%d writes without a known outcome) on 16 keys: %v", len(h.ops), len(h.open), res)
+	ops, open := h.Close(time.Now())
+	res, info := porcupine.CheckOperationsVerbose(linearize.Model, ops, time.Minute)
+	t.Logf("%d operations (%d writes without a known outcome) on 16 keys: %v", len(ops), open, res)
 	if res == porcupine.Ok {
 		return
 	}
 	if dir := os.Getenv("RINGCACHE_HISTORY_DIR"); dir != "" {
 		name := strings.ReplaceAll(t.Name(), "/", "-") + ".html"
 		if f, err := os.Create(filepath.Join(dir, name)); err == nil {
-			porcupine.Visualize(registerModel, info, f)
+			porcupine.Visualize(linearize.Model, info, f)
 			f.Close()
 		}
 	}
-	t.Errorf("the history is %v (set RINGCACHE_HISTORY_DIR to keep its visualization)\n%s", res, explain(h.ops, o))
+	t.Errorf("the history is %v (set RINGCACHE_HISTORY_DIR to keep its visualization)\n%s", res, linearize.Explain(ops, o.loadsOf))
 }
 
 // TestRollingRestartLinearizable restarts every node of a 3-node cluster
@@ -261,7 +175,7 @@ func TestRollingRestartLinearizable(t *testing.T) {
 	awaitNodes(t, tc.nodes, "in a ring of 3", inRing)
 	r := &reader{t: t, c: clientFrom("127.0.0.1", 16), urls: tc.urls}
 	stop := make(chan struct{})
-	done := make(chan *history)
+	done := make(chan *linearize.History)
 	go func() { done <- runClients(t, r, 8, 16, stop) }()
 	time.Sleep(2 * time.Second)
 	for i := range tc.nodes {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/internal/faultnet"
+	"github.com/ringcache/ringcache/internal/linearize"
 )
 
 // versionedOrigin serves "<key>@<gen>": the test moves gen on as a data
@@ -277,7 +278,7 @@ func TestPurgesRacingWritesLinearizable(t *testing.T) {
 	awaitNodes(t, tc.nodes, "in a ring of 3", func(n *node) bool { return n.members() == 3 })
 	r := &reader{t: t, c: clientFrom("127.0.0.1", 16), urls: tc.urls}
 	stop := make(chan struct{})
-	done := make(chan *history)
+	done := make(chan *linearize.History)
 	go func() { done <- runClients(t, r, 8, 16, stop) }()
 	type purgeOp struct{ call, ret time.Time }
 	var purges []purgeOp
@@ -295,7 +296,7 @@ func TestPurgesRacingWritesLinearizable(t *testing.T) {
 	h := <-done
 	for i, p := range purges {
 		for k := range 16 {
-			h.record(1000+k, regInput{op: "delete", key: fmt.Sprintf("h%02d", k), node: -1 - i}, regOutput{}, p.call, p.ret, true)
+			h.Add(1000+k, linearize.Input{Op: "delete", Key: fmt.Sprintf("h%02d", k), Via: fmt.Sprintf("purge%d", i)}, "", p.call, p.ret, true)
 		}
 	}
 	t.Logf("%d purges", len(purges))

@@ -200,3 +200,22 @@ func TestHotCopiesLiveUnderTheOwnersLease(t *testing.T) {
 		t.Fatal("the fallback copy outlived the owner's return")
 	}
 }
+
+// TestOwnersRefusalOfAWrittenKeyIsFinal: an owner that answers that it
+// cannot read a key's written value now (ErrOwnerUnreachable: its tenure is
+// in doubt) has answered; the asking node passes the error on and does not
+// load the origin's older value as a fallback, though it never heard of the
+// write itself.
+func TestOwnersRefusalOfAWrittenKeyIsFinal(t *testing.T) {
+	t.Parallel()
+	o := newOrigin()
+	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 1 << 20}, o.getter)
+	key := keyOwnedBy(t, c.owner, 1)
+	c.peers[1].setFail(fmt.Errorf("owner in doubt: %w", ErrOwnerUnreachable))
+	if _, err := c.groups[0].Get(t.Context(), key); !errors.Is(err, ErrOwnerUnreachable) {
+		t.Fatalf("Get = %v, want ErrOwnerUnreachable", err)
+	}
+	if n := o.total.Load(); n != 0 {
+		t.Fatalf("%d origin loads, want none: the owner answered", n)
+	}
+}

@@ -270,10 +270,12 @@ func (g *Group) fetchPeer(ctx context.Context, key string, peer Peer) (Value, er
 			return g.fetchPeer(ctx, key, next)
 		}
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrLoad), errors.Is(err, ErrBadKey),
-		errors.Is(err, ErrOverloaded):
+		errors.Is(err, ErrOverloaded), errors.Is(err, ErrOwnerUnreachable):
 		// The owner answered: its origin has no such key, or failed, or is
-		// too busy to load it now. Loading here too would only add to the
-		// load on an origin that is failing or busy.
+		// too busy to load it now, or the key's written value cannot be
+		// read there now. Loading here too would only add to the load on
+		// an origin that is failing or busy, or serve a value older than
+		// the write.
 		return Value{}, err
 	}
 	g.st.peerErrors.Add(1)

@@ -391,9 +391,10 @@ func isDialError(err error) bool {
 }
 
 // statusError maps a peer's status code to the error the cache acts on.
-// cache.ErrNotFound, cache.ErrLoad, cache.ErrBadKey and cache.ErrOverloaded
-// mean that the owner answered (the key is absent, its origin failed, it
-// refuses the key, its origin is too busy): the
+// cache.ErrNotFound, cache.ErrLoad, cache.ErrBadKey, cache.ErrOverloaded and
+// cache.ErrOwnerUnreachable mean that the owner answered (the key is absent,
+// its origin failed, it refuses the key, its origin is too busy, its written
+// value cannot be read now): the
 // cache reports that rather than loading the key a second time. Anything
 // else (ErrPeerStatus, ErrUnauthorized, a network error) means the owner
 // could not serve, and the cache loads locally.
@@ -414,6 +415,8 @@ func statusError(res *http.Response) error {
 		return cache.ErrNotOwner
 	case code == http.StatusServiceUnavailable && res.Header.Get(hdrOverloaded) != "":
 		return cache.ErrOverloaded
+	case code == http.StatusServiceUnavailable && res.Header.Get(hdrWritten) != "":
+		return cache.ErrOwnerUnreachable
 	case res.Header.Get(hdrLoadError) != "":
 		// A marker rather than the status alone: a proxy between the
 		// nodes can answer 502 or 504 on its own, and that is not the

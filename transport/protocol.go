@@ -47,6 +47,12 @@ const (
 	// itself (that would only add to the origin's load).
 	hdrOverloaded = "X-Ringcache-Overloaded"
 
+	// hdrWritten marks a 503 as the owner's cache.ErrOwnerUnreachable: the
+	// key was written there and its value cannot be read now (its tenure
+	// is in doubt). The owner answered, and the requester must not load the
+	// origin's older value itself.
+	hdrWritten = "X-Ringcache-Written"
+
 	// hdrCaller names, on a GET, the client the requesting node serves
 	// (cache.WithCaller), so that the owner's load queue shares its slots
 	// between clients rather than between the nodes they come through. It

@@ -518,3 +518,21 @@ func TestOverloadCrossesThePeerHop(t *testing.T) {
 		t.Errorf("public answer: %d %q, Retry-After %q; want 503 origin busy with Retry-After: 1", pub.Code, pub.Body.String(), pub.Header().Get("Retry-After"))
 	}
 }
+
+// TestWrittenKeyRefusalCrossesThePeerHop: the peer route answers
+// cache.ErrOwnerUnreachable (an owner whose tenure is in doubt, for a key
+// written there) with a marked 503 and Retry-After, and the peer client
+// reads it back as cache.ErrOwnerUnreachable: the owner answered, so the
+// requester does not load the origin's older value itself.
+func TestWrittenKeyRefusalCrossesThePeerHop(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	writePeerError(rec, fmt.Errorf("%w: %q", cache.ErrOwnerUnreachable, "k"))
+	res := rec.Result()
+	if res.StatusCode != 503 || res.Header.Get(hdrWritten) == "" || res.Header.Get("Retry-After") == "" {
+		t.Fatalf("peer answer: %d, headers %v; want a 503 with %s and Retry-After", res.StatusCode, res.Header, hdrWritten)
+	}
+	if err := statusError(res); !errors.Is(err, cache.ErrOwnerUnreachable) {
+		t.Errorf("statusError(marked 503) = %v, want cache.ErrOwnerUnreachable", err)
+	}
+}

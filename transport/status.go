@@ -160,6 +160,9 @@ func writePeerError(w http.ResponseWriter, err error) {
 	case errors.Is(err, cache.ErrOverloaded):
 		w.Header().Set(hdrOverloaded, "1")
 		w.Header().Set("Retry-After", "1")
+	case errors.Is(err, cache.ErrOwnerUnreachable):
+		w.Header().Set(hdrWritten, "1")
+		w.Header().Set("Retry-After", "1")
 	}
 	writeStatus(w, code, errorText(err, code))
 }

@@ -596,4 +596,3 @@ func TestEvictedWriteLeavesNoCopy(t *testing.T) {
 	mustRead(t, c, own, key, string(valueOf(key)))
 	mustRead(t, c, other, key, string(valueOf(key)))
 }
-

@@ -66,7 +66,7 @@ type Group struct {
 	written   map[string]string // guarded by writtenMu; nil: overflowed
 	// everWritten holds the keys written that this node heard of, across
 	// ring changes: no fallback copy of those (writtenKeys).
-	everWritten writtenKeys
+	everWritten *writtenKeys
 	snap        [epochStripes]atomic.Uint64
 	// pulls counts, by previous owner (a Peer), what this window's pulls
 	// from it found (*pullCount, replaced at each ring change).
@@ -126,6 +126,7 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	g.copySeq.Store(uint64(time.Now().UnixNano()))
 	g.handoff.staleGrace = g.main.staleGrace
 	g.written = map[string]string{}
+	g.everWritten = newWrittenKeys()
 	onPanic := func(key string, r any, stack []byte) {
 		g.log.Error("cache: load panicked", "key", key, "panic", r, "stack", string(stack))
 	}

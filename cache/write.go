@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -403,24 +402,19 @@ const maxEverWritten = 1 << 15
 // pushed out of the recent ones marks its epoch stripe, and every key of a
 // marked stripe counts as written. It is safe for concurrent use.
 type writtenKeys struct {
-	once   sync.Once
 	recent *glru.Cache[uint64, struct{}]
 	spilt  [epochStripes]atomic.Bool
 }
 
-func (w *writtenKeys) init() {
-	w.once.Do(func() {
-		w.recent, _ = glru.NewWithEvict(maxEverWritten, func(h uint64, _ struct{}) { w.spilt[h%epochStripes].Store(true) })
-	})
+func newWrittenKeys() *writtenKeys {
+	w := &writtenKeys{}
+	w.recent, _ = glru.NewWithEvict(maxEverWritten, func(h uint64, _ struct{}) { w.spilt[h%epochStripes].Store(true) })
+	return w
 }
 
-func (w *writtenKeys) add(h uint64) {
-	w.init()
-	w.recent.Add(h, struct{}{})
-}
+func (w *writtenKeys) add(h uint64) { w.recent.Add(h, struct{}{}) }
 
 func (w *writtenKeys) has(h uint64) bool {
-	w.init()
 	return w.spilt[h%epochStripes].Load() || w.recent.Contains(h)
 }
 

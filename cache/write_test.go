@@ -67,7 +67,7 @@ func TestReadWaitsForAWriteInProgress(t *testing.T) {
 // exact set, but their stripes stay marked, so every key added still counts
 // as written; a key in a stripe nothing spilt into does not.
 func TestWrittenKeysNeverForget(t *testing.T) {
-	var w writtenKeys
+	w := newWrittenKeys()
 	const n = maxEverWritten + 100
 	for h := range uint64(n) {
 		w.add(h * epochStripes) // all in stripe 0

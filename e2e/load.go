@@ -389,14 +389,20 @@ func (l *Load) do(ctx context.Context, key string) Record {
 	}
 	i := int(l.next.Add(1) % uint64(len(ts)))
 	rec.Node = ts[i].Node
-	rec.Served = ts[i].Node
-	status, body, again, err := l.get(ctx, ts[i].URL, key)
-	if err != nil && len(ts) > 1 && Retryable(err) {
-		j := (i + 1) % len(ts)
-		rec.Retried = true
-		rec.Served = ts[j].Node
-		status, body, again, err = l.get(ctx, ts[j].URL, key)
+	// One attempt: at ts[i], then once at the next target when ts[i]
+	// refused or reset the connection.
+	attempt := func() (int, []byte, bool, error) {
+		rec.Served = ts[i].Node
+		status, body, again, err := l.get(ctx, ts[i].URL, key)
+		if err != nil && len(ts) > 1 && Retryable(err) {
+			j := (i + 1) % len(ts)
+			rec.Retried = true
+			rec.Served = ts[j].Node
+			status, body, again, err = l.get(ctx, ts[j].URL, key)
+		}
+		return status, body, again, err
 	}
+	status, body, again, err := attempt()
 	// A 503 with Retry-After asks the client to come back: the generator
 	// does, as a client should, for up to retryAfterFor.
 	for again && time.Since(rec.At) < retryAfterFor {
@@ -409,12 +415,7 @@ func (l *Load) do(ctx context.Context, key string) Record {
 		case <-t.C:
 		}
 		rec.Retried = true
-		status, body, again, err = l.get(ctx, ts[i].URL, key)
-		if err != nil && len(ts) > 1 && Retryable(err) {
-			j := (i + 1) % len(ts)
-			rec.Served = ts[j].Node
-			status, body, again, err = l.get(ctx, ts[j].URL, key)
-		}
+		status, body, again, err = attempt()
 	}
 	rec.Status, rec.Body = status, body
 	if err != nil {

@@ -61,6 +61,11 @@ var (
 	// owner answers again (or its tenure is settled), or when the ring
 	// gives the key to another node.
 	ErrOwnerUnreachable = errors.New("cache: key written at its owner, which cannot be reached")
+
+	// ErrPurgeNotRecorded is returned by a Purger (Purge, PurgePrefix)
+	// that could not write the purge to its purge log (etcd out of
+	// reach): nothing was purged.
+	ErrPurgeNotRecorded = errors.New("the purge could not be recorded")
 )
 
 // A ConfigError reports the field of a config that its Validate refused,

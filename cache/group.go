@@ -81,7 +81,7 @@ type Group struct {
 	writingMu sync.Mutex
 	writing   map[string]*writes // guarded by writingMu
 
-	purges inPurges // the purges in progress (purge.go)
+	purges inPurges // the purges in progress (node.go)
 
 	// Copies of values owned by other nodes, for which this node is an
 	// heir, and what is needed to keep them (copies.go).

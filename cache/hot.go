@@ -106,7 +106,7 @@ func (s *sketch) age(now time.Time) {
 }
 
 // keepHot keeps v, just fetched from peer, in the hot cache if the rule in
-// doc.go admits it: while the hot cache has room for it without evicting
+// the package doc admits it: while the hot cache has room for it without evicting
 // another copy, always; once it is full, only if key is popular (at least
 // HotAfter recent misses), since the copy then displaces the least recently
 // used one.

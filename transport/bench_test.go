@@ -17,6 +17,8 @@ import (
 	"github.com/golang/groupcache/groupcachepb"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/listen"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 var benchSizes = []int{1 << 10, 64 << 10}
@@ -93,7 +95,7 @@ func newPeerOwner(b *testing.B, size int) *peerOwner {
 	if _, err := g.Get(b.Context(), o.key); err != nil {
 		b.Fatal(err)
 	}
-	srv := NewServer("", pool.PeerHandler(node))
+	srv := listen.NewServer("", pool.PeerHandler(node))
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
@@ -296,18 +298,18 @@ func BenchmarkPublicGetHit(b *testing.B) {
 			node := cache.New(cache.Config{})
 			value := []byte(strings.Repeat("x", size))
 			holding(b, node.NewGroup, "k", cache.Value{Data: value})
-			var hc HandlerConfig
+			var hc api.HandlerConfig
 			var err error
 			if bc.limits {
-				if hc.Clients, err = NewClientLimiter(exampleClientLimits); err != nil {
+				if hc.Clients, err = api.NewClientLimiter(exampleClientLimits); err != nil {
 					b.Fatal(err)
 				}
 			}
-			h, err := NewHandler(node, hc)
+			h, err := api.NewHandler(node, hc)
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := httptest.NewRequest(http.MethodGet, PublicPrefix+testGroup+"/k", nil)
+			req := httptest.NewRequest(http.MethodGet, api.PublicPrefix+testGroup+"/k", nil)
 			w := &discardWriter{header: http.Header{}}
 			b.ReportAllocs()
 			b.SetBytes(int64(size))

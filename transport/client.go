@@ -12,13 +12,15 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/listen"
 )
 
 // Peer client tuning, measured by BenchmarkPeerFetch (deploy/bench/README.md).
 const (
 	peerKeepAlive   = 30 * time.Second
-	peerIdleTimeout = PeerIdleConnTimeout // below NewServer's IdleTimeout, so the client closes first
-	peerBufferBytes = 4 << 10             // net/http's default; 64 KiB cost more CPU per 1 KiB fetch
+	peerIdleTimeout = listen.PeerIdleConnTimeout // below NewServer's IdleTimeout, so the client closes first
+	peerBufferBytes = 4 << 10                    // net/http's default; 64 KiB cost more CPU per 1 KiB fetch
 )
 
 // newPeerTransport returns the transport of a Pool's client, one for every

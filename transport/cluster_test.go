@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // testGroup is the group every test node serves.
@@ -119,7 +120,7 @@ type clusterOpts struct {
 	wrap     func(http.Handler) http.Handler
 	wrapPeer func(i int, h http.Handler) http.Handler
 	// handler, if set, tunes each node's public handler.
-	handler func(i int, c *HandlerConfig)
+	handler func(i int, c *api.HandlerConfig)
 	// offer makes the nodes push kept values after a ring change, as a
 	// Node does by default; without it the tests see the pulls alone.
 	offer bool
@@ -247,7 +248,7 @@ func notOwner(t testing.TB, nodes []*testNode, key string) *testNode {
 
 // publicURL returns the public URL of key, escaped so that it arrives exactly.
 func publicURL(base, group, key string) string {
-	return base + PublicPrefix + escapeSegment(group) + "/" + escapeSegment(key)
+	return base + api.PublicPrefix + escapeSegment(group) + "/" + escapeSegment(key)
 }
 
 // testClient returns an HTTP client whose idle connections close with the test.

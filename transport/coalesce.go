@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // Coalescing: while a fetch to a peer is in flight, the next fetches from
@@ -310,7 +311,7 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 	}
 	keys, err := readKeys(body, limit)
 	if err != nil {
-		writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+		writePeerError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
 		return
 	}
 	// The frames' heads go in one buffer and the values' bytes are written
@@ -325,12 +326,12 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		var v cache.Value
 		var ok bool
 		var err error
-		valid := checkKey(key, cfg.MaxKeyBytes) == nil
+		valid := api.CheckKey(key, cfg.MaxKeyBytes) == nil
 		if valid {
 			v, ok, err = pv.GetCached(key, batchValueBytes)
 		}
 		switch {
-		case ok && err == nil && len(v.ContentType) <= batchTypeBytes && size+len(v.Data) <= MaxBatchBytes:
+		case ok && err == nil && len(v.ContentType) <= batchTypeBytes && size+len(v.Data) <= api.MaxBatchBytes:
 			head = appendValueHead(head, i, v)
 			data[i] = v.Data
 			size += len(v.Data)
@@ -359,7 +360,7 @@ func (h *peerHandler) serveBatch(w http.ResponseWriter, r *http.Request, escaped
 		start = end
 	}
 	if len(pending) > 0 {
-		h.streamLoads(w, r, pv, keys, readCallers(r.Header.Get(hdrCallers), len(keys)), pending, MaxBatchBytes-size)
+		h.streamLoads(w, r, pv, keys, readCallers(r.Header.Get(hdrCallers), len(keys)), pending, api.MaxBatchBytes-size)
 	}
 }
 

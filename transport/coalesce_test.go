@@ -19,6 +19,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/poll"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // peerOps records the peer requests a node makes (Config.OnPeerRequest).
@@ -326,8 +327,8 @@ func TestCoalescedHotCopiesFollowWrites(t *testing.T) {
 	asker, own := nodes[0], nodes[1]
 	keys := copiesFromBatches(t, nodes, &ops, asker, own, "w", 40, "old")
 	for _, k := range keys {
-		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
-			t.Fatalf("PUT %s = %d %q, unreached %q", k, r.status, r.body, r.header.Get(HeaderUnreached))
+		if r := put(t, c, own, k, "new"); r.status != http.StatusNoContent || r.header.Get(api.HeaderUnreached) != "" {
+			t.Fatalf("PUT %s = %d %q, unreached %q", k, r.status, r.body, r.header.Get(api.HeaderUnreached))
 		}
 		mustRead(t, c, asker, k, "new")
 	}
@@ -693,8 +694,8 @@ func TestCoalescedCopiesUnderAPausedHolder(t *testing.T) {
 	start := time.Now()
 	r := put(t, c, own, keys[0], "v2")
 	d := time.Since(start)
-	if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != holder.url {
-		t.Fatalf("PUT with the holder paused = %d %q, unreached %q; want 204 naming %s", r.status, r.body, r.header.Get(HeaderUnreached), holder.url)
+	if r.status != http.StatusNoContent || r.header.Get(api.HeaderUnreached) != holder.url {
+		t.Fatalf("PUT with the holder paused = %d %q, unreached %q; want 204 naming %s", r.status, r.body, r.header.Get(api.HeaderUnreached), holder.url)
 	}
 	if limit := peerTimeout + leaseTTL + leaseMargin(leaseTTL) + 500*time.Millisecond; d > limit {
 		t.Fatalf("PUT took %v with the holder paused, want under %v", d, limit)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // Defaults applied to a zero Config field.
@@ -20,7 +21,6 @@ const (
 	DefaultDialTimeout         = time.Second
 	DefaultMaxResponseBytes    = 64 << 20
 	DefaultMaxIdleConnsPerHost = 64
-	DefaultMaxKeyBytes         = 250
 	DefaultSignatureWindow     = 30 * time.Second
 	DefaultMaxNonces           = 1 << 18
 	DefaultPurgeLease          = time.Minute
@@ -180,7 +180,7 @@ func DefaultConfig() Config {
 		RepairRate:          DefaultRepairRate,
 		MaxResponseBytes:    DefaultMaxResponseBytes,
 		MaxIdleConnsPerHost: DefaultMaxIdleConnsPerHost,
-		MaxKeyBytes:         DefaultMaxKeyBytes,
+		MaxKeyBytes:         api.DefaultMaxKeyBytes,
 		SignatureWindow:     DefaultSignatureWindow,
 		MaxNonces:           DefaultMaxNonces,
 	}
@@ -259,7 +259,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.DialTimeout = cmp.Or(c.DialTimeout, min(DefaultDialTimeout, c.PeerTimeout))
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
-	c.MaxKeyBytes = cmp.Or(c.MaxKeyBytes, DefaultMaxKeyBytes)
+	c.MaxKeyBytes = cmp.Or(c.MaxKeyBytes, api.DefaultMaxKeyBytes)
 	c.SignatureWindow = cmp.Or(c.SignatureWindow, DefaultSignatureWindow)
 	c.MaxNonces = cmp.Or(c.MaxNonces, DefaultMaxNonces)
 	if c.Logger == nil {

@@ -64,7 +64,7 @@
 // key's owner, which answers 421 for a key it does not own; DELETE with
 // X-Ringcache-Scope: copy drops one node's copies). After a write the owner
 // drops the key's copy on every node (Pool.DropCopies); copies are served
-// only under contact leases (lease.go), so a node the owner could not reach
+// only under contact leases (tenure.go), so a node the owner could not reach
 // cannot serve the old value past its lease, and the owner waits that long
 // before it answers. A request that
 // arrives on the peer route is served by cache.PeerView.Get and never
@@ -84,17 +84,26 @@
 // that adds confidentiality and integrity of values and responses, which the
 // signature alone does not give.
 //
-// Handler is the public API (GET, HEAD, PUT, DELETE /cache/{group}/{key...})
-// and is separate from the peer handler (Pool.PeerHandler), so the two can
-// listen on different addresses. StatusOf maps every error to its status
-// code in one place. An Auth (bearer tokens: writes need one, reads may)
-// and a ClientLimiter (misses in flight and per second per client address)
-// guard the Handler. NewServer returns an http.Server with the timeouts and
-// header limits a node exposed to a network needs; NewLimitListener caps a
-// listener's connections, in all and per client address (counted by a
-// ClientLimiter), refusing those beyond a cap at once; a
-// Certificate serves TLS and reloads its files without a restart.
+// The rooms around this package: transport/api is the public API
+// (api.Handler: GET, HEAD, PUT, DELETE /cache/{group}/{key...} and batches,
+// its bearer tokens, its per-client bounds on misses, and api.StatusOf,
+// which maps every error to its status code in one place; the peer route
+// answers with the same codes, plus its own 401 and 421 and the markers
+// its client reads). The Node mounts it beside the peer routes, which it
+// keeps apart (Node.PublicHandler, Node.PeerHandler) so that the two can
+// listen on different addresses. transport/fast serves the public API on
+// fasthttp and is imported only by the daemon; the daemon's listener caps,
+// server timeouts and reloadable certificate are in internal/listen.
 //
-// Node, Pool, the peers it hands out, Handler and the peer handler are safe
-// for concurrent use.
+// In this package: node.go assembles a node; pool.go and poolinfo.go hold
+// the ring; peer.go, client.go, coalesce.go and fetchmany.go are the peer
+// client, peerhandler.go the peer route, protocol.go the wire (paths,
+// signatures, the client's errors); peerauth.go signs requests and checks
+// them (secrets, nonces, mutual TLS); tenure.go says when a node may serve
+// (contact leases, tenure); handoff.go moves values with their keys
+// (drains, offers after a ring change, copies, repair); purge.go takes
+// purges to every node; config.go is Config.
+//
+// Node, Pool, the peers it hands out and the peer handler are safe for
+// concurrent use.
 package transport

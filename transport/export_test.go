@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // What the tests outside the package (package transport_test, which may
@@ -42,7 +43,7 @@ var Do = do
 type TestOpts struct {
 	Group   func(*cache.GroupConfig)
 	Origin  origin
-	Handler func(i int, c *HandlerConfig)
+	Handler func(i int, c *api.HandlerConfig)
 }
 
 // NewTestCluster is newCluster with o.

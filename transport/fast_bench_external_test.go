@@ -17,7 +17,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 	"github.com/ringcache/ringcache/transport/fast"
 )
 
@@ -38,7 +40,7 @@ func BenchmarkFastHit(b *testing.B) {
 		b.Fatal(err)
 	}
 	var req fasthttp.Request
-	req.SetRequestURI(transport.PublicPrefix + transport.TestGroup + "/k")
+	req.SetRequestURI(api.PublicPrefix + transport.TestGroup + "/k")
 	var ctx fasthttp.RequestCtx
 	b.ReportAllocs()
 	b.SetBytes(int64(len(value)))
@@ -55,7 +57,7 @@ func BenchmarkFastHit(b *testing.B) {
 // BenchmarkPublicServeHit measures a hit end to end: a GET of a cached
 // 1 KiB value through the public Handler served by a real http.Server on
 // loopback, next to a bare handler writing the same bytes through the same
-// kind of server (transport.NewServer), in the same run, so that the ratio of the two
+// kind of server (listen.NewServer), in the same run, so that the ratio of the two
 // is what the Handler costs a hit on top of net/http. Each client keeps one
 // connection alive, writes a request and reads the transport.TestResponse with
 // net/http's parser, and checks the body byte for byte; conns=16 runs 16 of
@@ -84,7 +86,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 	}}
 	gc := groupcacheHits(b, value, contentType)
 	// bare-untimed is the bare handler on an http.Server without
-	// NewServer's timeouts, as compare.sh's bare server and groupcache's
+	// listen.NewServer's timeouts, as compare.sh's bare server and groupcache's
 	// nodes run: what the timeouts cost an exchange. groupcache is its
 	// group's Get in a handler as a groupcache user writes it, on such a
 	// server. ringcache-fast is the Node's FastServer, next to a bare
@@ -111,7 +113,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 				b.SetBytes(int64(len(value)))
 				defer transport.ReportCPU(b)()
 				if conns == 1 {
-					c := dialRaw(b, addr, transport.PublicPrefix+transport.TestGroup+"/key")
+					c := dialRaw(b, addr, api.PublicPrefix+transport.TestGroup+"/key")
 					for b.Loop() {
 						if err := get(c); err != nil {
 							b.Fatal(err)
@@ -121,7 +123,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 				}
 				b.SetParallelism((conns + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 				b.RunParallel(func(pb *testing.PB) {
-					c := dialRaw(b, addr, transport.PublicPrefix+transport.TestGroup+"/key")
+					c := dialRaw(b, addr, api.PublicPrefix+transport.TestGroup+"/key")
 					for pb.Next() {
 						if err := get(c); err != nil {
 							b.Error(err)
@@ -134,7 +136,7 @@ func BenchmarkPublicServeHit(b *testing.B) {
 	}
 }
 
-// serve serves h with transport.NewServer (or, untimed, a plain http.Server) on a
+// serve serves h with listen.NewServer (or, untimed, a plain http.Server) on a
 // loopback port until the benchmark ends.
 func serve(b *testing.B, h http.Handler, untimed bool) string {
 	b.Helper()
@@ -142,7 +144,7 @@ func serve(b *testing.B, h http.Handler, untimed bool) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := transport.NewServer(ln.Addr().String(), h)
+	srv := listen.NewServer(ln.Addr().String(), h)
 	if untimed {
 		srv = &http.Server{Handler: h}
 	}
@@ -179,7 +181,7 @@ var groupcacheHits = sync.OnceValue(func() func(*testing.B, []byte, string) http
 		once.Do(func() {
 			g := groupcache.NewGroup("bench-hits", 64<<20, groupcache.GetterFunc(
 				func(_ context.Context, _ string, dest groupcache.Sink) error { return dest.SetBytes(value) }))
-			prefix := transport.PublicPrefix + transport.TestGroup + "/"
+			prefix := api.PublicPrefix + transport.TestGroup + "/"
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				var v groupcache.ByteView
 				if err := g.Get(r.Context(), strings.TrimPrefix(r.URL.Path, prefix), groupcache.ByteViewSink(&v)); err != nil {

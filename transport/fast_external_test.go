@@ -22,6 +22,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 	"github.com/ringcache/ringcache/transport/fast"
 )
 
@@ -112,10 +113,10 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 	// Each key through every node: through its owner the main cache
 	// answers after the first GET, through the others the hot cache.
 	keys := []string{"plain", "typed", "volatile", "large", "edge", "empty", "stale", "missing", "a/b", "%2F", "100%", "sp ace",
-		"~!$&'()*+,;=:@", strings.Repeat("k", transport.DefaultMaxKeyBytes)}
+		"~!$&'()*+,;=:@", strings.Repeat("k", api.DefaultMaxKeyBytes)}
 	for _, key := range keys {
 		cached := key != "volatile"
-		u := transport.PublicPrefix + transport.TestGroup + "/" + transport.EscapeSegment(key)
+		u := api.PublicPrefix + transport.TestGroup + "/" + transport.EscapeSegment(key)
 		if key == "stale" {
 			for _, f := range fronts {
 				transport.MustDo(t, c, http.MethodGet, f[0].base+u, nil)
@@ -157,7 +158,7 @@ func TestFastServerAnswersAsNetHTTP(t *testing.T) {
 		{method: http.MethodGet, path: "/cache/g/a/../b"},
 		{method: http.MethodGet, path: "/cache/g/%zz", noHandler: true},
 		{method: http.MethodGet, path: "/cache/nosuch/k"},
-		{method: http.MethodGet, path: "/cache/g/" + strings.Repeat("k", transport.DefaultMaxKeyBytes+1)},
+		{method: http.MethodGet, path: "/cache/g/" + strings.Repeat("k", api.DefaultMaxKeyBytes+1)},
 		{method: http.MethodGet, path: "/cache/g/"},
 		{method: http.MethodGet, path: "/cache/"},
 		{method: http.MethodGet, path: "/cache"},
@@ -251,11 +252,11 @@ func maxAgeClose(a, b string) bool {
 func TestFastServerTokens(t *testing.T) {
 	t.Parallel()
 	const read, write = "read-token-0123456789", "write-token-0123456789"
-	auth, err := transport.NewAuth(transport.AuthConfig{ReadTokens: []string{read}, WriteTokens: []string{write}})
+	auth, err := api.NewAuth(api.AuthConfig{ReadTokens: []string{read}, WriteTokens: []string{write}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{Handler: func(_ int, c *transport.HandlerConfig) { c.Auth = auth }})
+	nodes, _ := transport.NewTestCluster(t, 1, transport.TestOpts{Handler: func(_ int, c *api.HandlerConfig) { c.Auth = auth }})
 	base, slow := fastFront(t, nodes[0].Node(), fast.Config{})
 	net := front{"net/http", nodes[0].URL(), nil}
 	fast := front{"fasthttp", base, slow}
@@ -478,7 +479,7 @@ func TestFastServerRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var req fasthttp.Request
-	req.SetRequestURI(transport.PublicPrefix + transport.TestGroup + "/k")
+	req.SetRequestURI(api.PublicPrefix + transport.TestGroup + "/k")
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, nil, nil)
 	srv.ServeFastHTTP(&ctx)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/poll"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // keyOf returns a key that n owns by every node's ring (they agree here).
@@ -204,8 +205,8 @@ func TestPutReachesEveryHotCopy(t *testing.T) {
 		t.Fatalf("node 2 HotItems = %d, want 1", s.HotItems)
 	}
 	r := put(t, c, nodes[0], key, "v2")
-	if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != "" {
-		t.Fatalf("PUT = %d %q, %s %q", r.status, r.body, HeaderUnreached, r.header.Get(HeaderUnreached))
+	if r.status != http.StatusNoContent || r.header.Get(api.HeaderUnreached) != "" {
+		t.Fatalf("PUT = %d %q, %s %q", r.status, r.body, api.HeaderUnreached, r.header.Get(api.HeaderUnreached))
 	}
 	for _, n := range nodes {
 		mustRead(t, c, n, key, "v2")
@@ -236,9 +237,9 @@ func TestWriteWithAPausedNode(t *testing.T) {
 		start := time.Now()
 		r := mustDo(t, c, method, publicURL(nodes[0].url, testGroup, key), strings.NewReader(fmt.Sprintf("v%d", i+2)))
 		d := time.Since(start)
-		if r.status != http.StatusNoContent || r.header.Get(HeaderUnreached) != nodes[2].url {
+		if r.status != http.StatusNoContent || r.header.Get(api.HeaderUnreached) != nodes[2].url {
 			t.Fatalf("%s with node 2 paused = %d %q, %s %q; want 204 naming %s", method, r.status, r.body,
-				HeaderUnreached, r.header.Get(HeaderUnreached), nodes[2].url)
+				api.HeaderUnreached, r.header.Get(api.HeaderUnreached), nodes[2].url)
 		}
 		if limit := peerTimeout + leaseTTL + leaseMargin(leaseTTL) + 500*time.Millisecond; d > limit {
 			t.Fatalf("%s took %v with a paused node, want under %v", method, d, limit)

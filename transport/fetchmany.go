@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // One request per owner (cache.ManyFetcher): Group.GetMany sends each
@@ -27,13 +28,13 @@ import (
 const (
 	// maxManyKeys bounds the keys of a batch that loads: a public batch
 	// read's whole limit, so that it asks each owner once.
-	maxManyKeys = MaxBatchKeys
+	maxManyKeys = api.MaxBatchKeys
 	// maxBatchLoads bounds the loads one such batch runs at once; the
 	// group's load gate bounds them again, fairly between callers.
 	maxBatchLoads = 32
 	// maxManyAnswer bounds the bytes of its answer: every key's frame
-	// head, MaxBatchBytes of values, and a megabyte of beats.
-	maxManyAnswer = maxManyKeys*(maxFrameOverhead+batchTypeBytes) + MaxBatchBytes + maxBeatBytes
+	// head, api.MaxBatchBytes of values, and a megabyte of beats.
+	maxManyAnswer = maxManyKeys*(maxFrameOverhead+batchTypeBytes) + api.MaxBatchBytes + maxBeatBytes
 	// maxBeatBytes bounds the beats of one answer: a megabyte, about three
 	// days of loading at the default peer timeout.
 	maxBeatBytes = 1 << 20
@@ -224,7 +225,7 @@ func callerOf(r *http.Request) string {
 	if c := r.Header.Get(hdrPeer); c != "" {
 		return c
 	}
-	return clientKey(r.RemoteAddr).String()
+	return api.ClientOf(r.RemoteAddr).String()
 }
 
 // maxCallersHeader bounds hdrCallers: past it, the keys left count as the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // BenchmarkPublicGuards measures what the daemon's guards add to a public
@@ -18,32 +19,32 @@ func BenchmarkPublicGuards(b *testing.B) {
 	node := cache.New(cache.Config{})
 	value := []byte(strings.Repeat("x", 1<<10))
 	holding(b, node.NewGroup, "k", cache.Value{Data: value})
-	writeOnly, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}})
+	writeOnly, err := api.NewAuth(api.AuthConfig{WriteTokens: []string{writeToken}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	withReads, err := NewAuth(AuthConfig{WriteTokens: []string{writeToken}, ReadTokens: []string{readToken}})
+	withReads, err := api.NewAuth(api.AuthConfig{WriteTokens: []string{writeToken}, ReadTokens: []string{readToken}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	limits, err := NewClientLimiter(exampleClientLimits)
+	limits, err := api.NewClientLimiter(exampleClientLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, bm := range []struct {
 		name string
-		cfg  HandlerConfig
+		cfg  api.HandlerConfig
 	}{
-		{"open", HandlerConfig{}},
-		{"daemon", HandlerConfig{Auth: writeOnly, Clients: limits}},
-		{"read-token", HandlerConfig{Auth: withReads, Clients: limits}},
+		{"open", api.HandlerConfig{}},
+		{"daemon", api.HandlerConfig{Auth: writeOnly, Clients: limits}},
+		{"read-token", api.HandlerConfig{Auth: withReads, Clients: limits}},
 	} {
 		b.Run(bm.name, func(b *testing.B) {
-			h, err := NewHandler(node, bm.cfg)
+			h, err := api.NewHandler(node, bm.cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
-			req := httptest.NewRequest(http.MethodGet, PublicPrefix+testGroup+"/k", nil)
+			req := httptest.NewRequest(http.MethodGet, api.PublicPrefix+testGroup+"/k", nil)
 			req.Header.Set("Authorization", "Bearer "+readToken)
 			w := &discardWriter{header: http.Header{}}
 			b.ReportAllocs()
@@ -61,7 +62,7 @@ func BenchmarkPublicGuards(b *testing.B) {
 // BenchmarkClientLimiter measures admitting and ending one miss, from many
 // goroutines and clients at once.
 func BenchmarkClientLimiter(b *testing.B) {
-	l, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 1 << 20, MissRate: 1e9, MissBurst: 1 << 30})
+	l, err := api.NewClientLimiter(api.ClientLimitConfig{MaxMisses: 1 << 20, MissRate: 1e9, MissBurst: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
 	}

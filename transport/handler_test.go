@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // TestKeyRoundTrip reads awkward keys through a node that does not own them:
@@ -33,7 +34,7 @@ func TestKeyRoundTrip(t *testing.T) {
 func testKeyRoundTrip(t *testing.T, secret []byte) {
 	nodes, loads := newCluster(t, 3, clusterOpts{pool: func(_ int, c *Config) { c.Secrets = secretsOf(secret) }})
 	c := testClient(t)
-	keys := append(slices.Clone(awkwardKeys), strings.Repeat("é", DefaultMaxKeyBytes/2))
+	keys := append(slices.Clone(awkwardKeys), strings.Repeat("é", api.DefaultMaxKeyBytes/2))
 	for _, key := range keys {
 		x := notOwner(t, nodes, key)
 		if err := get(t, c, x, key); err != nil {
@@ -47,7 +48,7 @@ func testKeyRoundTrip(t *testing.T, secret []byte) {
 	// Slashes may also arrive unescaped where path cleaning leaves them.
 	for _, key := range []string{"a/b/c", "trailing/", "dir/file.txt"} {
 		x := notOwner(t, nodes, key)
-		raw := x.url + PublicPrefix + testGroup + "/" + key
+		raw := x.url + api.PublicPrefix + testGroup + "/" + key
 		if r := mustDo(t, c, http.MethodGet, raw, nil); r.status != http.StatusOK || r.body != string(valueOf(key)) {
 			t.Errorf("GET %s: %d %q", raw, r.status, r.body)
 		}
@@ -79,8 +80,8 @@ func TestValueMetadata(t *testing.T) {
 			t.Fatalf("GET %q: %d %q", key, r.status, r.body)
 		}
 		tag, body := r.header.Get("ETag"), r.body
-		if tag != etag([]byte(r.body)) {
-			t.Errorf("%q: ETag %q, want %q", key, tag, etag([]byte(r.body)))
+		if tag != api.ETag([]byte(r.body)) {
+			t.Errorf("%q: ETag %q, want %q", key, tag, api.ETag([]byte(r.body)))
 		}
 		if r.header.Get("Content-Length") != fmt.Sprint(len(r.body)) {
 			t.Errorf("%q: Content-Length %q for %d bytes", key, r.header.Get("Content-Length"), len(r.body))
@@ -113,6 +114,10 @@ func TestValueMetadata(t *testing.T) {
 		}
 	}
 }
+
+// autoLengthMax is the largest body whose length net/http sets by itself
+// (its response buffer), which api's handler sets by hand above.
+const autoLengthMax = 2048
 
 // metadataOrigin returns the values of keys whose metadata a response
 // carries: "typed" (a content type, and an expiry at expires), "volatile"
@@ -221,9 +226,9 @@ func TestBadInputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := n.group.Stats()
-	long := strings.Repeat("k", DefaultMaxKeyBytes+1)
+	long := strings.Repeat("k", api.DefaultMaxKeyBytes+1)
 	big := strings.Repeat("x", maxValue+1)
-	pub := n.url + PublicPrefix
+	pub := n.url + api.PublicPrefix
 	peer := n.url + DefaultBasePath
 	tests := []struct {
 		name   string
@@ -240,8 +245,8 @@ func TestBadInputs(t *testing.T) {
 		{name: "public: long escaped key", method: "GET", url: pub + "g/" + strings.Repeat("%C3%A9", 126), status: 400},
 		{name: "public: bad escape", method: "GET", url: pub + "g/%zz", status: 400},
 		{name: "public: unknown group", method: "GET", url: pub + "nosuch/k", status: 404},
-		{name: "public: POST", method: "POST", url: pub + "g/" + warm, status: 405, allow: allowPublic},
-		{name: "public: PATCH", method: "PATCH", url: pub + "g/" + warm, body: "x", status: 405, allow: allowPublic},
+		{name: "public: POST", method: "POST", url: pub + "g/" + warm, status: 405, allow: "GET, HEAD, PUT, DELETE"},
+		{name: "public: PATCH", method: "PATCH", url: pub + "g/" + warm, body: "x", status: 405, allow: "GET, HEAD, PUT, DELETE"},
 		{name: "public: PUT too large", method: "PUT", url: pub + "g/" + warm, body: big, status: 413},
 		{name: "public: PUT empty key", method: "PUT", url: pub + "g/", body: "x", status: 400},
 		{name: "public: PUT unknown group", method: "PUT", url: pub + "nosuch/" + warm, body: "x", status: 404},
@@ -310,11 +315,11 @@ func TestBadInputs(t *testing.T) {
 // TestHandlerKeyLimit checks a configured key limit and the config errors.
 func TestHandlerKeyLimit(t *testing.T) {
 	t.Parallel()
-	if _, err := NewHandler(nil, HandlerConfig{}); !errors.Is(err, ErrConfig) {
+	if _, err := api.NewHandler(nil, api.HandlerConfig{}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("NewHandler(nil) error = %v, want ErrConfig", err)
 	}
 	node := cache.New(cache.Config{})
-	if _, err := NewHandler(node, HandlerConfig{MaxKeyBytes: -1}); !errors.Is(err, ErrConfig) {
+	if _, err := api.NewHandler(node, api.HandlerConfig{MaxKeyBytes: -1}); !errors.Is(err, ErrConfig) {
 		t.Fatalf("negative MaxKeyBytes: error = %v, want ErrConfig", err)
 	}
 	if _, err := node.NewGroup(cache.GroupConfig{Name: "g", MaxBytes: 1 << 20,
@@ -323,7 +328,7 @@ func TestHandlerKeyLimit(t *testing.T) {
 		})}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(node, HandlerConfig{MaxKeyBytes: 4})
+	h, err := api.NewHandler(node, api.HandlerConfig{MaxKeyBytes: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,14 +356,14 @@ func FuzzPublicPath(f *testing.F) {
 	var bad error
 	if _, err := node.NewGroup(cache.GroupConfig{Name: "g", MaxBytes: 1 << 20,
 		Getter: cache.GetterFunc(func(_ context.Context, key string) (cache.Value, error) {
-			if key == "" || len(key) > DefaultMaxKeyBytes {
+			if key == "" || len(key) > api.DefaultMaxKeyBytes {
 				bad = fmt.Errorf("origin got key %q", key)
 			}
 			return cache.Value{Data: []byte(key)}, nil
 		})}); err != nil {
 		f.Fatal(err)
 	}
-	h, err := NewHandler(node, HandlerConfig{})
+	h, err := api.NewHandler(node, api.HandlerConfig{})
 	if err != nil {
 		f.Fatal(err)
 	}

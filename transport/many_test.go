@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // TestBatchRead reads many keys of a 3-node cluster in one request through
@@ -38,14 +39,14 @@ func TestBatchRead(t *testing.T) {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
 	keys = append(keys, "missing-1", "binary", "k3")
-	read := func(r response) []batchItem {
+	read := func(r response) []api.BatchItem {
 		t.Helper()
 		if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/x-ndjson" {
 			t.Fatalf("batch: %d %s %q", r.status, r.header.Get("Content-Type"), r.body)
 		}
-		var items []batchItem
+		var items []api.BatchItem
 		for line := range strings.SplitSeq(strings.TrimSuffix(r.body, "\n"), "\n") {
-			var it batchItem
+			var it api.BatchItem
 			if err := json.Unmarshal([]byte(line), &it); err != nil {
 				t.Fatalf("line %q: %v", line, err)
 			}
@@ -74,11 +75,11 @@ func TestBatchRead(t *testing.T) {
 		return items
 	}
 	q := url.Values{"key": keys}
-	read(mustDo(t, c, "GET", nodes[0].url+PublicPrefix+"g?"+q.Encode(), nil))
+	read(mustDo(t, c, "GET", nodes[0].url+api.PublicPrefix+"g?"+q.Encode(), nil))
 	if got := loads.count(); got != 62 {
 		t.Errorf("%d origin loads for 62 distinct keys (60, a missing one and a binary one), want 62", got)
 	}
-	read(mustDo(t, c, "POST", nodes[1].url+PublicPrefix+"g", strings.NewReader(q.Encode()), "Content-Type", "application/x-www-form-urlencoded"))
+	read(mustDo(t, c, "POST", nodes[1].url+api.PublicPrefix+"g", strings.NewReader(q.Encode()), "Content-Type", "application/x-www-form-urlencoded"))
 	// Only the missing key is asked of the origin again: a not-found is
 	// not remembered by default (NotFoundTTL).
 	if got := loads.count(); got != 63 {
@@ -86,18 +87,18 @@ func TestBatchRead(t *testing.T) {
 	}
 
 	many := url.Values{}
-	for i := range MaxBatchKeys + 1 {
+	for i := range api.MaxBatchKeys + 1 {
 		many.Add("key", fmt.Sprint("x", i))
 	}
 	for _, tt := range []struct {
 		name, url string
 		status    int
 	}{
-		{"no key", nodes[0].url + PublicPrefix + "g", 400},
-		{"an empty key", nodes[0].url + PublicPrefix + "g?key=a&key=", 400},
-		{"a key too long", nodes[0].url + PublicPrefix + "g?key=" + strings.Repeat("k", DefaultMaxKeyBytes+1), 400},
-		{"too many keys", nodes[0].url + PublicPrefix + "g?" + many.Encode(), 400},
-		{"an unknown group", nodes[0].url + PublicPrefix + "nosuch?key=a", 404},
+		{"no key", nodes[0].url + api.PublicPrefix + "g", 400},
+		{"an empty key", nodes[0].url + api.PublicPrefix + "g?key=a&key=", 400},
+		{"a key too long", nodes[0].url + api.PublicPrefix + "g?key=" + strings.Repeat("k", api.DefaultMaxKeyBytes+1), 400},
+		{"too many keys", nodes[0].url + api.PublicPrefix + "g?" + many.Encode(), 400},
+		{"an unknown group", nodes[0].url + api.PublicPrefix + "nosuch?key=a", 404},
 	} {
 		if r := mustDo(t, c, "GET", tt.url, nil); r.status != tt.status {
 			t.Errorf("%s: %d %q, want %d", tt.name, r.status, r.body, tt.status)
@@ -133,7 +134,7 @@ func TestBatchReadAsksEachOwnerOnce(t *testing.T) {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
 	keys = append(keys, "slow-1", "slow-2", "slow-3", "fail-1", "fail-2", "fail-3")
-	batch := nodes[0].url + PublicPrefix + "g?" + url.Values{"key": keys}.Encode()
+	batch := nodes[0].url + api.PublicPrefix + "g?" + url.Values{"key": keys}.Encode()
 	owners := map[string]bool{}
 	for _, k := range keys {
 		if o, remote := nodes[0].pool.PickPeer(k); remote {
@@ -153,7 +154,7 @@ func TestBatchReadAsksEachOwnerOnce(t *testing.T) {
 			t.Fatalf("%s batch: %d lines for %d keys", round, len(lines), len(keys))
 		}
 		for i, line := range lines {
-			var it batchItem
+			var it api.BatchItem
 			if err := json.Unmarshal([]byte(line), &it); err != nil {
 				t.Fatalf("line %q: %v", line, err)
 			}
@@ -210,13 +211,13 @@ func TestBatchReadPausedOwner(t *testing.T) {
 	nodes[2].gate.pause()
 	defer nodes[2].gate.resume()
 	start := time.Now()
-	r := mustDo(t, c, "GET", nodes[0].url+PublicPrefix+"g?"+url.Values{"key": keys}.Encode(), nil)
+	r := mustDo(t, c, "GET", nodes[0].url+api.PublicPrefix+"g?"+url.Values{"key": keys}.Encode(), nil)
 	took := time.Since(start)
 	if r.status != http.StatusOK {
 		t.Fatalf("batch: %d %q", r.status, r.body)
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(r.body, "\n"), "\n") {
-		var it batchItem
+		var it api.BatchItem
 		if err := json.Unmarshal([]byte(line), &it); err != nil || it.Status != http.StatusOK || it.Value != string(valueOf(keys[i])) {
 			t.Errorf("line %d: %+v %v", i, it, err)
 		}
@@ -256,13 +257,13 @@ func benchmarkBatchRead(b *testing.B, o clusterOpts) {
 	for i := range 100 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
-	batch := nodes[0].url + PublicPrefix + "g?" + url.Values{"key": keys}.Encode()
+	batch := nodes[0].url + api.PublicPrefix + "g?" + url.Values{"key": keys}.Encode()
 	for range 2 { // warm: loaded, then copies kept where they are read
 		mustDo(b, c, "GET", batch, nil)
 	}
 	var failed atomic.Int64
 	get := func(k string) {
-		if r, err := do(b, c, "GET", nodes[0].url+PublicPrefix+"g/"+k, nil); err != nil || r.status != http.StatusOK {
+		if r, err := do(b, c, "GET", nodes[0].url+api.PublicPrefix+"g/"+k, nil); err != nil || r.status != http.StatusOK {
 			failed.Add(1)
 		}
 	}

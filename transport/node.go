@@ -14,6 +14,8 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/inflight"
+	"github.com/ringcache/ringcache/internal/listen"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // NodeConfig configures a Node.
@@ -24,10 +26,10 @@ type NodeConfig struct {
 	// accepted. If Pool.Logger is nil, the Pool logs to Logger.
 	Pool Config
 
-	// Public configures the public API (Handler) beyond what the node sets
+	// Public configures the public API (api.Handler) beyond what the node sets
 	// itself: its MaxKeyBytes must be zero or Pool's (the node passes Pool's
 	// MaxKeyBytes), and if its Logger is nil it logs to Logger.
-	Public HandlerConfig
+	Public api.HandlerConfig
 
 	// HandoffWindow is the cache's (cache.Config.HandoffWindow): how long
 	// after a ring change the node keeps the values of keys it no longer
@@ -73,7 +75,7 @@ type Membership interface {
 // peers.Setter (and WeightedSetter, RangesSetter), so a membership feeds its
 // ring directly, and an http.Handler that serves:
 //
-//	/cache/{group}/{key...}   the public API (Handler)
+//	/cache/{group}/{key...}   the public API (api.Handler)
 //	<Pool.BasePath>...        the peer routes (Pool.PeerHandler)
 //	GET /healthz              200 while the process serves
 //	GET /readyz               200 while ready (see Ready), else 503
@@ -85,7 +87,7 @@ type Node struct {
 	log    *slog.Logger
 	pool   *Pool
 	cache  *cache.Node
-	api    *Handler     // the public API alone, for CachedHit
+	api    *api.Handler // the public API alone, for CachedHit
 	public http.Handler // the public API with /healthz and /readyz
 	peer   http.Handler
 	all    http.Handler
@@ -140,14 +142,14 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if hc.Logger == nil {
 		hc.Logger = log
 	}
-	api, err := NewHandler(n.cache, hc)
+	pub, err := api.NewHandler(n.cache, hc)
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	n.api = api
+	n.api = pub
 	misc := http.NewServeMux()
-	misc.Handle(PublicPrefix, api) // only for the one path it redirects: /cache to /cache/
+	misc.Handle(api.PublicPrefix, pub) // only for the one path it redirects: /cache to /cache/
 	misc.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")
@@ -158,8 +160,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	// mux that matches and cleans the path again.
 	peer := pool.PeerHandler(n.cache)
 	public := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, PublicPrefix) {
-			api.ServeHTTP(w, r)
+		if strings.HasPrefix(r.URL.Path, api.PublicPrefix) {
+			pub.ServeHTTP(w, r)
 			return
 		}
 		misc.ServeHTTP(w, r)
@@ -402,7 +404,7 @@ func (n *Node) Serve(ln net.Listener, h http.Handler) error {
 	if h == nil {
 		h = n
 	}
-	srv := NewServer(ln.Addr().String(), h)
+	srv := listen.NewServer(ln.Addr().String(), h)
 	srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
 	if err := n.AddServer(srv); err != nil {
 		ln.Close()
@@ -528,3 +530,17 @@ func (n *Node) leave(ctx context.Context, m Membership) {
 		n.log.Warn("leaving the ring: timed out; the registration expires by itself")
 	}
 }
+
+// CachedHit answers a GET or HEAD of uri from the node's caches, as its
+// public API would: see api.Handler.CachedHit. transport/fast calls it.
+func (n *Node) CachedHit(uri []byte, authorization func() string, b []byte) (_ api.Hit, body []byte, ok bool) {
+	return n.api.CachedHit(uri, authorization, b)
+}
+
+// BeginRequest and EndRequest count a request another server serves for
+// the node outside its handlers (a Hit), so that Shutdown waits for it as
+// for the requests through them.
+func (n *Node) BeginRequest() { n.requests.Add() }
+
+// EndRequest ends what BeginRequest began.
+func (n *Node) EndRequest() { n.requests.Done() }

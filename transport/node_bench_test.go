@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // BenchmarkNodeGetHit compares a hit served by the bare public Handler with
@@ -21,7 +22,7 @@ func BenchmarkNodeGetHit(b *testing.B) {
 	b.Cleanup(func() { n.Shutdown(context.Background()) })
 	value := make([]byte, 1<<10)
 	holding(b, n.NewGroup, "k", cache.Value{Data: value})
-	bare, err := NewHandler(n.Cache(), HandlerConfig{})
+	bare, err := api.NewHandler(n.Cache(), api.HandlerConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func BenchmarkNodeGetHit(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(value)))
 			b.RunParallel(func(pb *testing.PB) {
-				req := httptest.NewRequest(http.MethodGet, PublicPrefix+testGroup+"/k", nil)
+				req := httptest.NewRequest(http.MethodGet, api.PublicPrefix+testGroup+"/k", nil)
 				w := &discardWriter{header: http.Header{}}
 				for pb.Next() {
 					clear(w.header)

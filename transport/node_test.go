@@ -15,6 +15,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/poll"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // TestShutdownWaitsForForeignServer: a Node mounted in a server it does not
@@ -128,7 +129,7 @@ func TestNewNodeRefuses(t *testing.T) {
 	for name, cfg := range map[string]NodeConfig{
 		"no Self":          {},
 		"bad Self":         {Pool: Config{Self: "tcp://x"}},
-		"two key limits":   {Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: HandlerConfig{MaxKeyBytes: 250}},
+		"two key limits":   {Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: api.HandlerConfig{MaxKeyBytes: 250}},
 		"negative replica": {Pool: Config{Self: "http://127.0.0.1:1", Replicas: -1}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -143,7 +144,7 @@ func TestNewNodeRefuses(t *testing.T) {
 			}
 		})
 	}
-	n, err := NewNode(NodeConfig{Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: HandlerConfig{MaxKeyBytes: 300}})
+	n, err := NewNode(NodeConfig{Pool: Config{Self: "http://127.0.0.1:1", MaxKeyBytes: 300}, Public: api.HandlerConfig{MaxKeyBytes: 300}})
 	if err != nil {
 		t.Fatalf("equal key limits: %v", err)
 	}

@@ -539,7 +539,7 @@ func setValueHeaders(h http.Header, v cache.Value) {
 	}
 }
 
-// isPeerError reports whether err came from a peer request, for StatusOf.
+// isPeerError reports whether err came from a peer request.
 func isPeerError(err error) bool {
 	_, ok := errors.AsType[*PeerError](err)
 	return ok

@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // PeerHandler returns the handler of the peer routes for node, which must be
@@ -31,10 +31,10 @@ import (
 //	        204 or 421), or, with X-Ringcache-Scope: copy, the drop of this
 //	        node's own copies that an owner sends after a write (204)
 //
-// and <BasePath>_lease, the contact-lease ping (lease.go);
+// and <BasePath>_lease, the contact-lease ping (tenure.go);
 // <BasePath>_fetch/<group>, a POST of keys answered from this node's caches
 // (coalesce.go); <BasePath>_adopt/<group>, values handed over by a leaving
-// node (drain.go); <BasePath>_purge, a POST of a purge to apply, and
+// node (handoff.go); <BasePath>_purge, a POST of a purge to apply, and
 // <BasePath>_purges, a GET of the purges applied since a revision
 // (purge.go). Writes answer
 // with X-Ringcache-Unreached naming the nodes that could not be told. A key
@@ -69,7 +69,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.pool.checkVersion(st, peerName(r), r.Header.Get(hdrRingVersion))
 	h.pool.noteSender(st, r.Header.Get(hdrPeer), r.Header.Get(hdrMemberSince))
 	if !strings.HasPrefix(path, cfg.BasePath) {
-		writePeerError(w, fmt.Errorf("%w: %s", ErrNoRoute, path))
+		writePeerError(w, fmt.Errorf("%w: %s", api.ErrNoRoute, path))
 		return
 	}
 	batch := r.Method == http.MethodPost && strings.HasPrefix(path, cfg.BasePath+batchRoute)
@@ -115,7 +115,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet, http.MethodPut, http.MethodDelete:
 	default:
 		w.Header().Set("Allow", "GET, PUT, DELETE")
-		writePeerError(w, ErrMethodNotAllowed)
+		writePeerError(w, api.ErrMethodNotAllowed)
 		return
 	}
 	group, key, err := parsePeerPath(path, cfg.BasePath, cfg.MaxKeyBytes)
@@ -150,7 +150,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// as one client.
 		v, err := g.PeerView().Get(cache.WithCaller(ctx, callerOf(r)), key, r.Header.Get(hdrPeer), cfg.PeerTimeout/3, beat)
 		// Granted again at the answer: a revocation made while the load
-		// ran must reach the requester with this value (lease.go).
+		// ran must reach the requester with this value (tenure.go).
 		grant()
 		if err != nil {
 			writePeerError(w, err)
@@ -158,7 +158,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeGetResponse(w, v)
 	case http.MethodPut:
-		v, err := readValue(w, r, g.Config().MaxValueBytes)
+		v, err := api.ReadValue(w, r, g.Config().MaxValueBytes)
 		if err == nil {
 			if err = h.pool.auth.checkBody(r, v.Data); err != nil {
 				h.pool.auth.refused(cfg.Logger, r, err, h.pool.now())
@@ -170,7 +170,7 @@ func (h *peerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		v.ContentType = r.Header.Get(hdrContentType)
 		if v.Expires, err = parseExpires(r.Header.Get(hdrExpires)); err != nil {
-			writePeerError(w, fmt.Errorf("%w: %v", ErrBadRequest, err))
+			writePeerError(w, fmt.Errorf("%w: %v", api.ErrBadRequest, err))
 			return
 		}
 		v.NoStore = r.Header.Get(hdrNoStore) != ""
@@ -251,37 +251,6 @@ func peerName(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// readValue reads a PUT body of at most max bytes; a longer one is refused
-// with an error that StatusOf maps to 413, and is not read further.
-//
-// The cache keeps the returned slice and accounts for its length only, so
-// the slice must not sit in a larger array: bytes.Buffer.ReadFrom (and
-// io.ReadAll) leave up to twice the length in capacity, which would make
-// the group hold up to twice its MaxBytes.
-func readValue(w http.ResponseWriter, r *http.Request, max int64) (cache.Value, error) {
-	body := http.MaxBytesReader(w, r.Body, max)
-	var data []byte
-	var err error
-	if n := r.ContentLength; n >= 0 && n <= max {
-		// The server's body reader stops at Content-Length, so exactly n
-		// bytes arrive, or an error.
-		data = make([]byte, n)
-		_, err = io.ReadFull(body, data)
-	} else {
-		data, err = io.ReadAll(body)
-		if err == nil && cap(data)-len(data) > len(data)/8 {
-			data = append(make([]byte, 0, len(data)), data...)
-		}
-	}
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return cache.Value{}, fmt.Errorf("%w: body over %d bytes", cache.ErrTooLarge, max)
-		}
-		return cache.Value{}, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
-	}
-	return cache.Value{Data: data}, nil
-}
-
 // getResponseValueField is the field number of groupcachepb.GetResponse's
 // value (bytes).
 const getResponseValueField protowire.Number = 1
@@ -293,4 +262,42 @@ func getResponsePrefix(n int) []byte {
 	b := make([]byte, 0, 1+protowire.SizeVarint(uint64(n)))
 	b = protowire.AppendTag(b, getResponseValueField, protowire.BytesType)
 	return protowire.AppendVarint(b, uint64(n))
+}
+
+// peerStatus is the status of err on the peer route: as api.StatusOf
+// says, but 401 for a request this node refuses as unsigned
+// (ErrUnauthorized of its own) and 421 Misdirected Request for its own
+// refusal of a write for a key it does not own.
+func peerStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrUnauthorized) && !isPeerError(err):
+		return http.StatusUnauthorized
+	case errors.Is(err, cache.ErrNotOwner) && !isPeerError(err):
+		return http.StatusMisdirectedRequest
+	}
+	return api.StatusOf(err)
+}
+
+// writePeerError writes err on the peer route, with its peerStatus and
+// the markers the peer client reads. A not-found from the origin carries
+// X-Ringcache-Not-Found, which tells it from a 404 for an unknown group; a
+// failure of the origin X-Ringcache-Load-Error (too-large when the value
+// was over the limit); a shed load X-Ringcache-Overloaded; a written key
+// whose owner is out of reach X-Ringcache-Written.
+func writePeerError(w http.ResponseWriter, err error) {
+	code := peerStatus(err)
+	switch {
+	case code == http.StatusMisdirectedRequest:
+	case errors.Is(err, cache.ErrLoad) && errors.Is(err, cache.ErrTooLarge):
+		w.Header().Set(hdrLoadError, loadTooLarge)
+	case errors.Is(err, cache.ErrLoad):
+		w.Header().Set(hdrLoadError, "1")
+	case code == http.StatusNotFound && errors.Is(err, cache.ErrNotFound):
+		w.Header().Set(hdrNotFound, "1")
+	case errors.Is(err, cache.ErrOverloaded):
+		w.Header().Set(hdrOverloaded, "1")
+	case errors.Is(err, cache.ErrOwnerUnreachable):
+		w.Header().Set(hdrWritten, "1")
+	}
+	api.WriteError(w, code, err)
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // Headers of the peer protocol. groupcache ignores them, which is what keeps
@@ -60,7 +62,7 @@ const (
 	// it could only reorder the loads of the owner's queue.
 	hdrCaller = "X-Ringcache-Caller"
 	// hdrLease asks for a contact lease (on a request) and grants one (on a
-	// response: the grantor's incarnation and revocation count); see lease.go.
+	// response: the grantor's incarnation and revocation count); see tenure.go.
 	hdrLease = "X-Ringcache-Lease"
 	// hdrScope "copy" on a DELETE asks a node to drop its own copies of a
 	// key only; without it a DELETE is a removal applied by the key's owner.
@@ -184,33 +186,22 @@ func peerPath(basePath, group, key string) string {
 func parsePeerPath(escapedPath, basePath string, maxKey int) (group, key string, err error) {
 	rest, ok := strings.CutPrefix(escapedPath, basePath)
 	if !ok {
-		return "", "", fmt.Errorf("%w: not under %s", ErrBadPath, basePath)
+		return "", "", fmt.Errorf("%w: not under %s", api.ErrBadPath, basePath)
 	}
 	eg, ek, ok := strings.Cut(rest, "/")
 	if !ok || eg == "" {
-		return "", "", fmt.Errorf("%w: want %s<group>/<key>", ErrBadPath, basePath)
+		return "", "", fmt.Errorf("%w: want %s<group>/<key>", api.ErrBadPath, basePath)
 	}
 	if group, err = url.QueryUnescape(eg); err != nil {
-		return "", "", fmt.Errorf("%w: group: %v", ErrBadPath, err)
+		return "", "", fmt.Errorf("%w: group: %v", api.ErrBadPath, err)
 	}
 	if key, err = url.QueryUnescape(ek); err != nil {
-		return "", "", fmt.Errorf("%w: key: %v", ErrBadPath, err)
+		return "", "", fmt.Errorf("%w: key: %v", api.ErrBadPath, err)
 	}
-	if err := checkKey(key, maxKey); err != nil {
+	if err := api.CheckKey(key, maxKey); err != nil {
 		return "", "", err
 	}
 	return group, key, nil
-}
-
-// checkKey applies the rules both routes share: not empty, at most max bytes.
-func checkKey(key string, max int) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty", cache.ErrBadKey)
-	}
-	if len(key) > max {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLong, len(key), max)
-	}
-	return nil
 }
 
 // signedHeaders are the request headers a peer request's signature covers
@@ -306,4 +297,82 @@ func parseExpires(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s: %v", hdrExpires, err)
 	}
 	return t, nil
+}
+
+// Errors returned by the transport. The peer client's failures are
+// *PeerError values; errors.Is sees through them to these sentinels and to
+// the cache's, which say that the owner answered: cache.ErrNotFound (its
+// origin has no such key), cache.ErrLoad (its origin failed; with
+// context.DeadlineExceeded when it timed out), cache.ErrBadKey and
+// cache.ErrTooLarge (it refused the key or the value).
+var (
+	// ErrConfig is returned by NewPool, NewNode, api.NewHandler and the other
+	// constructors for an invalid config. The errors of Config.Validate,
+	// ClientLimitConfig.Validate and AuthConfig.Validate are *ConfigError
+	// values, which match it and name the field.
+	ErrConfig = api.ErrConfig
+
+	// ErrBadPeer is returned by Pool.Set for a peer that is not an
+	// http(s) base URL.
+	ErrBadPeer = errors.New("transport: bad peer URL")
+
+	// ErrUnauthorized is returned for a peer request without a valid
+	// signature, and by the peer client when a peer answered 401.
+	ErrUnauthorized = errors.New("transport: unauthorized peer request")
+
+	// ErrPeerStatus is returned by the peer client when a peer answered
+	// with an unexpected status code.
+	ErrPeerStatus = errors.New("transport: unexpected peer status")
+
+	// ErrPeerDown is returned by the peer client, without a request, for a
+	// suspected peer: one that could not be dialled or fell silent, and has
+	// not answered a probe since.
+	ErrPeerDown = errors.New("transport: peer unreachable")
+
+	// ErrPeerSilent is returned by the peer client for a request that got
+	// no byte of an answer within Config.PeerTimeout: a hung or paused
+	// process, whose kernel still accepts connections.
+	ErrPeerSilent = errors.New("transport: peer silent")
+
+	// ErrBadResponse is returned by the peer client for a response it
+	// cannot decode.
+	ErrBadResponse = errors.New("transport: bad peer response")
+)
+
+// A PeerError reports a failed request to a peer. Err is what went wrong: a
+// network error, a context error (Config.PeerTimeout), ErrUnauthorized,
+// ErrPeerStatus, ErrBadResponse, or one of the cache's errors listed above
+// when the peer answered with it.
+type PeerError struct {
+	Peer       string // the peer's base URL
+	Op         string // "get", "batch", "handoff", "set", "remove", "drop", "adopt" or "lease"
+	StatusCode int    // the peer's status code, or 0 if none arrived
+	Err        error
+}
+
+// Error returns a message naming the peer, the operation and the cause.
+func (e *PeerError) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("transport: %s %s: status %d: %v", e.Op, e.Peer, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("transport: %s %s: %v", e.Op, e.Peer, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// RemoteNode returns Peer: a PeerError is an api.RemoteError, which the
+// public API answers with 502 Bad Gateway.
+func (e *PeerError) RemoteNode() string { return e.Peer }
+
+// A ConfigError reports the field of a config that its Validate method
+// refused (cache.ConfigError, the one config error type), so that a
+// program that fills the config from its own settings (a daemon's flags)
+// can name the setting at fault. This package's match ErrConfig.
+type ConfigError = cache.ConfigError
+
+// fieldError returns a *ConfigError for field, its reason formatted as by
+// fmt.Sprintf.
+func fieldError(field, format string, args ...any) error {
+	return &ConfigError{Err: ErrConfig, Field: field, Reason: fmt.Sprintf(format, args...)}
 }

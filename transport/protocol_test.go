@@ -22,6 +22,7 @@ import (
 	"github.com/golang/protobuf/proto" //lint:ignore SA1019 see above
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // awkwardKeys are keys whose bytes must survive every hop exactly.
@@ -98,31 +99,31 @@ func TestParsePeerPath(t *testing.T) {
 		{name: "escaped plus", path: "/_groupcache/g/a%2Bb", group: "g", key: "a+b"},
 		{name: "escaped slash in group", path: "/_groupcache/a%2Fb/k", group: "a/b", key: "k"},
 		{name: "raw bytes", path: "/_groupcache/g/%00%FF", group: "g", key: "\x00\xff"},
-		{name: "other base", path: "/other/g/k", wantErr: ErrBadPath},
-		{name: "base only", path: "/_groupcache/", wantErr: ErrBadPath},
-		{name: "no key separator", path: "/_groupcache/g", wantErr: ErrBadPath},
-		{name: "empty group", path: "/_groupcache//k", wantErr: ErrBadPath},
+		{name: "other base", path: "/other/g/k", wantErr: api.ErrBadPath},
+		{name: "base only", path: "/_groupcache/", wantErr: api.ErrBadPath},
+		{name: "no key separator", path: "/_groupcache/g", wantErr: api.ErrBadPath},
+		{name: "empty group", path: "/_groupcache//k", wantErr: api.ErrBadPath},
 		{name: "empty key", path: "/_groupcache/g/", wantErr: cache.ErrBadKey},
-		{name: "bad escape in key", path: "/_groupcache/g/%zz", wantErr: ErrBadPath},
-		{name: "bad escape in group", path: "/_groupcache/%g/k", wantErr: ErrBadPath},
+		{name: "bad escape in key", path: "/_groupcache/g/%zz", wantErr: api.ErrBadPath},
+		{name: "bad escape in group", path: "/_groupcache/%g/k", wantErr: api.ErrBadPath},
 		{name: "key at limit", path: "/_groupcache/g/" + strings.Repeat("k", 8), maxKeyLen: 8, group: "g", key: strings.Repeat("k", 8)},
-		{name: "key over limit", path: "/_groupcache/g/" + strings.Repeat("k", 9), maxKeyLen: 8, wantErr: ErrKeyTooLong},
-		{name: "escaped key over limit", path: "/_groupcache/g/" + strings.Repeat("%41", 9), maxKeyLen: 8, wantErr: ErrKeyTooLong},
+		{name: "key over limit", path: "/_groupcache/g/" + strings.Repeat("k", 9), maxKeyLen: 8, wantErr: api.ErrKeyTooLong},
+		{name: "escaped key over limit", path: "/_groupcache/g/" + strings.Repeat("%41", 9), maxKeyLen: 8, wantErr: api.ErrKeyTooLong},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			max := tt.maxKeyLen
 			if max == 0 {
-				max = DefaultMaxKeyBytes
+				max = api.DefaultMaxKeyBytes
 			}
 			group, key, err := parsePeerPath(tt.path, base, max)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("parsePeerPath(%q) error = %v, want %v", tt.path, err, tt.wantErr)
 				}
-				if StatusOf(err) != http.StatusBadRequest {
-					t.Errorf("StatusOf(%v) = %d, want 400", err, StatusOf(err))
+				if api.StatusOf(err) != http.StatusBadRequest {
+					t.Errorf("StatusOf(%v) = %d, want 400", err, api.StatusOf(err))
 				}
 				return
 			}
@@ -146,19 +147,19 @@ func FuzzPeerPath(f *testing.F) {
 		const base = "/_groupcache/"
 		// Arbitrary input: no panic, and success only with a non-empty
 		// key within the limit.
-		if _, k, err := parsePeerPath(base+group+"/"+key, base, DefaultMaxKeyBytes); err == nil {
-			if k == "" || len(k) > DefaultMaxKeyBytes {
+		if _, k, err := parsePeerPath(base+group+"/"+key, base, api.DefaultMaxKeyBytes); err == nil {
+			if k == "" || len(k) > api.DefaultMaxKeyBytes {
 				t.Fatalf("accepted key %q", k)
 			}
 		}
-		if group == "" || key == "" || len(key) > DefaultMaxKeyBytes {
+		if group == "" || key == "" || len(key) > api.DefaultMaxKeyBytes {
 			return
 		}
 		for _, path := range []string{
 			peerPath(base, group, key),
 			base + url.QueryEscape(group) + "/" + url.QueryEscape(key), // groupcache's client
 		} {
-			g, k, err := parsePeerPath(path, base, DefaultMaxKeyBytes)
+			g, k, err := parsePeerPath(path, base, api.DefaultMaxKeyBytes)
 			if err != nil || g != group || k != key {
 				t.Fatalf("parsePeerPath(%q) = %q, %q, %v; want %q, %q", path, g, k, err, group, key)
 			}
@@ -249,14 +250,16 @@ func TestVerifySignature(t *testing.T) {
 			if tt.ok != (err == nil) {
 				t.Fatalf("verifySignature = %v, want ok=%v", err, tt.ok)
 			}
-			if err != nil && (!errors.Is(err, ErrUnauthorized) || StatusOf(err) != http.StatusUnauthorized) {
-				t.Fatalf("verifySignature = %v (status %d), want ErrUnauthorized (401)", err, StatusOf(err))
+			if err != nil && (!errors.Is(err, ErrUnauthorized) || peerStatus(err) != http.StatusUnauthorized) {
+				t.Fatalf("verifySignature = %v (status %d), want ErrUnauthorized (401)", err, peerStatus(err))
 			}
 		})
 	}
 }
 
-func TestStatusOf(t *testing.T) {
+// TestPeerStatus: the peer route's status codes, which are api.StatusOf's
+// but for its own refusals (401, 421).
+func TestPeerStatus(t *testing.T) {
 	t.Parallel()
 	load := func(err error) error { return fmt.Errorf("%w: %w", cache.ErrLoad, err) }
 	tests := []struct {
@@ -264,16 +267,18 @@ func TestStatusOf(t *testing.T) {
 		want int
 	}{
 		{nil, 200},
-		{ErrBadPath, 400},
-		{ErrBadRequest, 400},
-		{ErrKeyTooLong, 400},
+		{api.ErrBadPath, 400},
+		{api.ErrBadRequest, 400},
+		{api.ErrKeyTooLong, 400},
 		{cache.ErrBadKey, 400},
 		{load(fmt.Errorf("origin refused: %w", cache.ErrBadKey)), 400},
 		{ErrUnauthorized, 401},
+		{api.ErrNoToken, 401},
+		{api.ErrWritesDisabled, 403},
 		{cache.ErrNoSuchGroup, 404},
 		{fmt.Errorf("wrapped: %w", cache.ErrNotFound), 404},
-		{ErrNoRoute, 404},
-		{ErrMethodNotAllowed, 405},
+		{api.ErrNoRoute, 404},
+		{api.ErrMethodNotAllowed, 405},
 		{cache.ErrTooLarge, 413},
 		{&PeerError{Peer: "http://p", Op: "set", StatusCode: 413, Err: cache.ErrTooLarge}, 413},
 		{load(errors.New("boom")), 502},
@@ -283,93 +288,19 @@ func TestStatusOf(t *testing.T) {
 		{&PeerError{Peer: "http://p", Op: "set", StatusCode: 401, Err: ErrUnauthorized}, 502},
 		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 504, Err: fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)}, 504},
 		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 404, Err: cache.ErrNotFound}, 404},
+		{api.ErrTooManyRequests, 429},
+		{cache.ErrNotOwner, 421},
+		{&PeerError{Peer: "http://p", Op: "set", StatusCode: 421, Err: cache.ErrNotOwner}, 503},
+		{cache.ErrPurgeNotRecorded, 503},
+		{cache.ErrOwnerUnreachable, 503},
 		{context.Canceled, 503},
 		{fmt.Errorf("wrapped: %w", cache.ErrOverloaded), 503},
 		{&PeerError{Peer: "http://p", Op: "get", StatusCode: 503, Err: cache.ErrOverloaded}, 503},
 		{errors.New("unknown"), 500},
 	}
 	for _, tt := range tests {
-		if got := StatusOf(tt.err); got != tt.want {
-			t.Errorf("StatusOf(%v) = %d, want %d", tt.err, got, tt.want)
-		}
-	}
-}
-
-// TestETag: the tag is a quoted function of the bytes alone, and any change
-// of one byte, anywhere, or of the length changes it.
-func TestETag(t *testing.T) {
-	t.Parallel()
-	data := []byte(strings.Repeat("ringcache value ", 300))
-	tag := etag(data)
-	if tag != etag(bytes.Clone(data)) || !strings.HasPrefix(tag, `"`) || !strings.HasSuffix(tag, `"`) || strings.Contains(tag[1:len(tag)-1], `"`) {
-		t.Fatalf("etag = %s: not a quoted function of the bytes", tag)
-	}
-	seen := map[string]int{tag: -1}
-	for i := range data {
-		d := bytes.Clone(data)
-		d[i] ^= 1
-		if j, dup := seen[etag(d)]; dup {
-			t.Fatalf("flipping a bit of byte %d gives the tag of change %d", i, j)
-		}
-		seen[etag(d)] = i
-	}
-	if etag(data[:len(data)-1]) == tag || etag(nil) == etag([]byte{0}) {
-		t.Fatal("the length is not in the tag")
-	}
-	// Every node must compute the same tag, across versions too: pin the
-	// format (CRC-32C, CRC-32 IEEE, length, in lowercase hex).
-	for in, want := range map[string]string{"value": `"e1e003631d775834-5"`, "": `"0000000000000000-0"`} {
-		if got := etag([]byte(in)); got != want {
-			t.Errorf("etag(%q) = %s, want %s", in, got, want)
-		}
-	}
-}
-
-func TestETagMatch(t *testing.T) {
-	t.Parallel()
-	tag := etag([]byte("value"))
-	if tag != etag([]byte("value")) || tag == etag([]byte("other")) {
-		t.Fatalf("etag is not a function of the bytes alone")
-	}
-	tests := []struct {
-		header string
-		want   bool
-	}{
-		{"", false},
-		{tag, true},
-		{"W/" + tag, true},
-		{`"x", ` + tag, true},
-		{"*", true},
-		{`"x"`, false},
-		{strings.Trim(tag, `"`), false},
-	}
-	for _, tt := range tests {
-		if got := etagMatch(tt.header, tag); got != tt.want {
-			t.Errorf("etagMatch(%q, %s) = %v, want %v", tt.header, tag, got, tt.want)
-		}
-	}
-}
-
-func TestParseMaxAge(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		header string
-		want   time.Duration
-		ok     bool
-	}{
-		{"", 0, false},
-		{"max-age=60", time.Minute, true},
-		{"public, MAX-AGE=5", 5 * time.Second, true},
-		{`max-age="7"`, 7 * time.Second, true},
-		{"max-age=-1", 0, false},
-		{"max-age=abc", 0, false},
-		{"max-age=99999999999999999999", 0, false},
-		{"no-cache", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseMaxAge(tt.header)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseMaxAge(%q) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
+		if got := peerStatus(tt.err); got != tt.want {
+			t.Errorf("peerStatus(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }
@@ -513,7 +444,7 @@ func TestOverloadCrossesThePeerHop(t *testing.T) {
 		t.Errorf("statusError(unmarked 503) = %v, want ErrPeerStatus", err)
 	}
 	pub := httptest.NewRecorder()
-	writeError(pub, cache.ErrOverloaded)
+	api.WriteError(pub, api.StatusOf(cache.ErrOverloaded), cache.ErrOverloaded)
 	if pub.Code != 503 || pub.Header().Get("Retry-After") != "1" || !strings.Contains(pub.Body.String(), "origin busy") {
 		t.Errorf("public answer: %d %q, Retry-After %q; want 503 origin busy with Retry-After: 1", pub.Code, pub.Body.String(), pub.Header().Get("Retry-After"))
 	}

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // PurgeLog is where a cluster records its purges, so that a node that was
@@ -30,10 +30,6 @@ type PurgeLog interface {
 	PurgesSince(ctx context.Context, after int64, each func(rev int64, data []byte)) (current int64, err error)
 }
 
-// ErrPurgeNotRecorded is the error of a purge that could not be written to
-// the purge log (etcd out of reach): nothing was purged. 503.
-var ErrPurgeNotRecorded = errors.New("the purge could not be recorded")
-
 const (
 	purgeRoute  = "_purge"  // POST: apply the purge in the body (JSON cache.Purge)
 	purgesRoute = "_purges" // GET ?after=rev: the purges applied since rev, for a node that cannot read the log
@@ -48,11 +44,9 @@ const (
 	// peers it cannot reach before it answers; staticPurgeRetry is how
 	// long it goes on trying them in the background after that.
 	staticPurgeWait = 10 * time.Second
-	// maxPurgeLease bounds Config.PurgeLease, and maxPurgeAnswer is how
-	// long a public purge may take to answer: the purge lease, at most,
-	// and then some.
+	// maxPurgeLease bounds Config.PurgeLease. The public route gives a
+	// purge's answer a minute more (api's maxPurgeAnswer).
 	maxPurgeLease    = 5 * time.Minute
-	maxPurgeAnswer   = maxPurgeLease + time.Minute
 	staticPurgeRetry = 10 * time.Minute
 )
 
@@ -418,7 +412,7 @@ func (ps *purges) recentlyDeparted() []string {
 }
 
 // Purge takes p to every node (cache.Purger): with a purge log, it records
-// p there first (or fails with ErrPurgeNotRecorded, purging nothing), then
+// p there first (or fails with cache.ErrPurgeNotRecorded, purging nothing), then
 // applies it here and sends it to every member, those registered when it
 // was recorded and those that left within PurgeLease included. It returns
 // once each has applied it, or, for those that do not answer, once their
@@ -450,7 +444,7 @@ func (p *Pool) Purge(ctx context.Context, pg cache.Purge) (cache.PurgeResult, er
 		}
 		rev, members, err := log.RecordPurge(ctx, data)
 		if err != nil {
-			return res, fmt.Errorf("%w: %v", ErrPurgeNotRecorded, err)
+			return res, fmt.Errorf("%w: %v", cache.ErrPurgeNotRecorded, err)
 		}
 		// A node that did not see the record stops serving from its caches
 		// within roundWait.
@@ -571,7 +565,7 @@ func (h *peerHandler) servePurge(w http.ResponseWriter, r *http.Request) {
 	}
 	var pg cache.Purge
 	if err := json.Unmarshal(body, &pg); err != nil || pg.ID == "" || pg.Group == "" {
-		writePeerError(w, fmt.Errorf("%w: bad purge", ErrBadRequest))
+		writePeerError(w, fmt.Errorf("%w: bad purge", api.ErrBadRequest))
 		return
 	}
 	switch r.URL.Query().Get("phase") {
@@ -589,7 +583,7 @@ func (h *peerHandler) servePurge(w http.ResponseWriter, r *http.Request) {
 func (h *peerHandler) servePurges(w http.ResponseWriter, r *http.Request) {
 	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
 	if err != nil {
-		writePeerError(w, fmt.Errorf("%w: after: %v", ErrBadRequest, err))
+		writePeerError(w, fmt.Errorf("%w: after: %v", api.ErrBadRequest, err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -18,12 +18,14 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/devcert"
+	"github.com/ringcache/ringcache/internal/listen"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 func TestNewServer(t *testing.T) {
 	t.Parallel()
 	h := http.NotFoundHandler()
-	s := NewServer("127.0.0.1:0", h)
+	s := listen.NewServer("127.0.0.1:0", h)
 	if s.Addr != "127.0.0.1:0" || s.Handler == nil || s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 ||
 		s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
 		t.Fatalf("NewServer left a limit unset: %+v", s)
@@ -31,8 +33,8 @@ func TestNewServer(t *testing.T) {
 	if s.WriteTimeout <= 30e9 {
 		t.Errorf("WriteTimeout %v does not outlast a group's default 30s LoadTimeout", s.WriteTimeout)
 	}
-	if s.IdleTimeout <= PeerIdleConnTimeout {
-		t.Errorf("IdleTimeout %v does not outlast the peer client's %v idle timeout", s.IdleTimeout, PeerIdleConnTimeout)
+	if s.IdleTimeout <= listen.PeerIdleConnTimeout {
+		t.Errorf("IdleTimeout %v does not outlast the peer client's %v idle timeout", s.IdleTimeout, listen.PeerIdleConnTimeout)
 	}
 }
 
@@ -127,12 +129,12 @@ func TestServeTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
 	ca := newCA(t, "ringcache test CA")
 	first := issueTo(t, ca, certFile, keyFile)
-	cert, err := LoadCertificate(certFile, keyFile)
+	cert, err := listen.LoadCertificate(certFile, keyFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes, _ := newCluster(t, 1, clusterOpts{})
-	h, err := NewHandler(nodes[0].node, HandlerConfig{})
+	h, err := api.NewHandler(nodes[0].node, api.HandlerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +142,8 @@ func TestServeTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer("", h)
-	srv.TLSConfig = ServerTLSConfig(cert)
+	srv := listen.NewServer("", h)
+	srv.TLSConfig = listen.ServerTLSConfig(cert)
 	srv.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below
 	done := make(chan struct{})
 	go func() { defer close(done); srv.ServeTLS(ln, "", "") }()
@@ -175,7 +177,7 @@ func TestServeTLS(t *testing.T) {
 	if _, err := fetch(mustRoots(t, newCA(t, "another CA"))); !errors.As(err, &unknown) {
 		t.Fatalf("GET trusting another CA: %v, want a certificate verification error", err)
 	}
-	plain, err := http.Get("http://" + ln.Addr().String() + PublicPrefix + testGroup + "/k")
+	plain, err := http.Get("http://" + ln.Addr().String() + api.PublicPrefix + testGroup + "/k")
 	if err == nil {
 		plain.Body.Close()
 		if plain.StatusCode == http.StatusOK {
@@ -199,7 +201,7 @@ func TestServeTLS(t *testing.T) {
 	if serial, err := fetch(roots); err != nil || serial.Cmp(second) != 0 {
 		t.Fatalf("after a failed Reload: serial %v, %v; want the old %v", serial, err, second)
 	}
-	if _, err := LoadCertificate(certFile, keyFile); !errors.Is(err, ErrConfig) {
+	if _, err := listen.LoadCertificate(certFile, keyFile); !errors.Is(err, ErrConfig) {
 		t.Fatalf("LoadCertificate of a broken pair = %v, want ErrConfig", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/devcert"
+	"github.com/ringcache/ringcache/internal/listen"
 )
 
 // newCA returns a throwaway CA for a test.
@@ -87,7 +88,7 @@ func newTLSClusterOpts(t testing.TB, ca *devcert.CA, n int, loads *loadLog, valu
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := NewServer("", RequireClientCert(node.PeerHandler()))
+		srv := listen.NewServer("", RequireClientCert(node.PeerHandler()))
 		srv.ErrorLog = discardLog
 		go srv.Serve(tls.NewListener(ln, pt.ServerConfig()))
 		t.Cleanup(func() { srv.Close() })
@@ -204,7 +205,7 @@ func TestPeerMutualTLS(t *testing.T) {
 	}
 	imposterTLS := peerTLS(t, other, other, "127.0.0.1")
 	served := make(chan struct{}, 1)
-	imposter := NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- struct{}{} }))
+	imposter := listen.NewServer("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served <- struct{}{} }))
 	imposter.ErrorLog = discardLog
 	go imposter.Serve(tls.NewListener(imposterLn, imposterTLS.ServerConfig()))
 	t.Cleanup(func() { imposter.Close() })

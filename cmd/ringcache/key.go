@@ -1,18 +1,24 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // hdrUnreached names, on a write's 204, the nodes the owner could not tell
@@ -72,7 +78,7 @@ type getResult struct {
 
 func runGet(ctx context.Context, args []string, env environ) error {
 	cmd := newCommand("get", "get [flags] KEY [KEY...]", env).withOutput().withGroup("demo", "the keys' group")
-	pos, err := cmd.parse(args, 1, maxGetKeys)
+	pos, err := cmd.parse(args, 1, api.MaxBatchKeys)
 	if err != nil {
 		return err
 	}
@@ -248,4 +254,160 @@ func retryAfter(h string) time.Duration {
 		n = 1
 	}
 	return time.Duration(min(max(n, 1), 5)) * time.Second
+}
+
+// getMany reads several keys in one request (POST /cache/{group} with a
+// form of keys) and prints each: in text, "KEY<TAB>VALUE" a line for the
+// keys found (a key or value with a newline or tab is written quoted), and
+// a line on stderr for each other; with -o json, the node's answer as it
+// is, one JSON object a key. The exit status is 3 when a key was not found
+// and nothing failed, 1 when one failed.
+func getMany(ctx context.Context, cmd *command, env environ, keys []string) error {
+	o := &cmd.opts
+	form := url.Values{"key": keys}
+	for _, k := range keys {
+		if k == "" {
+			return fmt.Errorf("%w: get: empty key", errUsage)
+		}
+	}
+	c := newClient(o)
+	defer c.close()
+	r, a, err := c.firstAnswer(ctx, o.URLs, env.Stderr, func(base string) request {
+		h := http.Header{}
+		h.Set("Content-Type", "application/x-www-form-urlencoded")
+		return request{Method: http.MethodPost, Base: base, Path: "/cache/" + url.PathEscape(o.Group),
+			Body: []byte(form.Encode()), Header: h}
+	})
+	if err != nil {
+		return err
+	}
+	if a.Status != http.StatusOK {
+		return c.failure(r, a)
+	}
+	if o.json() {
+		if _, err := env.Stdout.Write(a.Body); err != nil {
+			return err
+		}
+	}
+	missing, failed := 0, 0
+	sc := bufio.NewScanner(bytes.NewReader(a.Body))
+	sc.Buffer(nil, len(a.Body)+1)
+	w := bufio.NewWriter(env.Stdout)
+	for sc.Scan() {
+		var it api.BatchItem
+		if err := json.Unmarshal(sc.Bytes(), &it); err != nil {
+			return fmt.Errorf("get: %s answered: %v", r.Base, err)
+		}
+		switch {
+		case o.json():
+			if it.Status == http.StatusNotFound {
+				missing++
+			} else if it.Status != http.StatusOK {
+				failed++
+			}
+		case it.Status == http.StatusOK:
+			v := it.Value
+			if it.ValueBase64 != nil {
+				v = string(it.ValueBase64)
+			}
+			fmt.Fprintf(w, "%s\t%s\n", field(it.Key), field(v))
+		case it.Status == http.StatusNotFound:
+			missing++
+			fmt.Fprintf(env.Stderr, "ringcache: %s: not found\n", field(it.Key))
+		default:
+			failed++
+			fmt.Fprintf(env.Stderr, "ringcache: %s: %d %s\n", field(it.Key), it.Status, it.Error)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case failed > 0:
+		return fmt.Errorf("get: %d of %d keys failed", failed, len(keys))
+	case missing > 0:
+		return fmt.Errorf("%w: %d of %d keys in group %q", errNotFound, missing, len(keys), o.Group)
+	}
+	return nil
+}
+
+// field is s as one field of a tab-separated line: quoted if it holds a
+// tab, a newline or a quote.
+func field(s string) string {
+	if strings.ContainsAny(s, "\t\n\r\"") {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}
+
+// purgeResult is the JSON answer of DELETE /cache/{group}.
+type purgeResult struct {
+	ID          string   `json:"id"`
+	Group       string   `json:"group"`
+	Prefix      string   `json:"prefix"`
+	By          string   `json:"by"`
+	Rev         int64    `json:"rev"`
+	Confirmed   []string `json:"confirmed"`
+	Unconfirmed []string `json:"unconfirmed"`
+	Recorded    bool     `json:"recorded"`
+}
+
+// minPurgeTimeout is the least time purge waits for its answer: a purge
+// waits up to the nodes' -purge-lease (1m by default) for a node it
+// cannot reach.
+const minPurgeTimeout = 3 * time.Minute
+
+func runPurge(ctx context.Context, args []string, env environ) error {
+	cmd := newCommand("purge", "purge [flags] GROUP", env).withOutput()
+	prefix := cmd.fs.String("prefix", "", "purge only the keys that start with this (default: every key of the group)")
+	pos, err := cmd.parse(args, 1, 1)
+	if err != nil {
+		return err
+	}
+	group := pos[0]
+	if group == "" {
+		return fmt.Errorf("%w: purge: empty group", errUsage)
+	}
+	path := "/cache/" + url.PathEscape(group)
+	if *prefix != "" {
+		path += "?prefix=" + url.QueryEscape(*prefix)
+	}
+	o := &cmd.opts
+	o.Timeout = max(o.Timeout, minPurgeTimeout)
+	c := newClient(o)
+	defer c.close()
+	r, a, err := c.firstAnswer(ctx, o.URLs, env.Stderr, func(base string) request {
+		return request{Method: http.MethodDelete, Base: base, Path: path}
+	})
+	if err != nil {
+		return err
+	}
+	if a.Status != http.StatusOK {
+		return c.failure(r, a)
+	}
+	if o.json() {
+		_, err := env.Stdout.Write(a.Body)
+		return err
+	}
+	var res purgeResult
+	if err := json.Unmarshal(a.Body, &res); err != nil {
+		return fmt.Errorf("purge: %s answered: %v", r.Base, err)
+	}
+	scope := "every key of group " + res.Group
+	if res.Prefix != "" {
+		scope = fmt.Sprintf("the keys of group %s under %q", res.Group, res.Prefix)
+	}
+	fmt.Fprintf(env.Stdout, "purged %s\n", scope)
+	fmt.Fprintf(env.Stdout, "  applied by %d nodes: %s\n", len(res.Confirmed)+1, strings.Join(append([]string{res.By}, res.Confirmed...), ", "))
+	if len(res.Unconfirmed) > 0 {
+		if res.Recorded {
+			fmt.Fprintf(env.Stdout, "  not reached: %s (they serve nothing from their caches until they read the purge, which is recorded in etcd)\n", strings.Join(res.Unconfirmed, ", "))
+		} else {
+			fmt.Fprintf(env.Stdout, "  NOT REACHED: %s (still retried for 10 minutes by %s; a node that is not reached may serve old values)\n", strings.Join(res.Unconfirmed, ", "), res.By)
+		}
+	}
+	if res.Recorded {
+		fmt.Fprintf(env.Stdout, "  recorded in etcd at revision %d (id %s)\n", res.Rev, res.ID)
+	}
+	return nil
 }

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
+	"math"
+	"math/bits"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -343,4 +348,166 @@ func (w *worker) noteError(host string, err error) {
 	if _, ok := w.res.errs[msg]; ok || len(w.res.errs) < 8 {
 		w.res.errs[msg]++
 	}
+}
+
+// keyPicker draws key indexes in [0, n): uniformly, or with the Zipf law
+// P(k) ∝ 1/(k+1)^s, where index 0 is the most popular key. Unlike
+// math/rand's Zipf, which needs s > 1, any s > 0 works: 0.99, the skew
+// YCSB and memtier use, included. A keyPicker is immutable and safe for
+// concurrent use; each worker passes its own *rand.Rand.
+type keyPicker struct {
+	n   int
+	cdf []float64 // Zipf only: cdf[k] = P(index <= k); nil for uniform
+}
+
+func newKeyPicker(n int, s float64) keyPicker {
+	p := keyPicker{n: n}
+	if s <= 0 {
+		return p
+	}
+	p.cdf = make([]float64, n)
+	var sum float64
+	for k := range n {
+		sum += math.Pow(float64(k+1), -s)
+		p.cdf[k] = sum
+	}
+	for k := range p.cdf {
+		p.cdf[k] /= sum
+	}
+	p.cdf[n-1] = 1 // no rounding gap above the last key
+	return p
+}
+
+// pick returns a key index.
+func (p keyPicker) pick(r *rand.Rand) int {
+	if p.cdf == nil {
+		return r.IntN(p.n)
+	}
+	i, _ := slices.BinarySearch(p.cdf, r.Float64())
+	return min(i, p.n-1)
+}
+
+// prob returns the probability of index k: the tests check the draws against it.
+func (p keyPicker) prob(k int) float64 {
+	if p.cdf == nil {
+		return 1 / float64(p.n)
+	}
+	if k == 0 {
+		return p.cdf[0]
+	}
+	return p.cdf[k] - p.cdf[k-1]
+}
+
+// benchPrefix seeds the values bench PUTs: the value of a key is the hex
+// SHA-256 of "ringcache-bench/<group>/<key>", repeated and cut to the value
+// size (the demo origin's rule with another prefix), so that a GET checks
+// what it reads with no table of values and no allocation, and a value
+// bench wrote never passes for the demo origin's.
+const benchPrefix = "ringcache-bench/"
+
+// digest writes the hex SHA-256 of seed into d.
+func digest(d *[2 * sha256.Size]byte, seed []byte) {
+	sum := sha256.Sum256(seed)
+	hex.Encode(d[:], sum[:])
+}
+
+// fill writes the value of seed into v: its digest, repeated and cut.
+func fill(v []byte, seed []byte) {
+	var d [2 * sha256.Size]byte
+	digest(&d, seed)
+	for i := 0; i < len(v); i += len(d) {
+		copy(v[i:], d[:])
+	}
+}
+
+// matches reports whether v is the value of seed, of any length: a check
+// of the length is the caller's.
+func matches(v []byte, seed []byte) bool {
+	var d [2 * sha256.Size]byte
+	digest(&d, seed)
+	for len(v) > 0 {
+		n := min(len(v), len(d))
+		if !bytes.Equal(v[:n], d[:n]) {
+			return false
+		}
+		v = v[n:]
+	}
+	return true
+}
+
+// histogram records latencies in log-linear buckets, as HdrHistogram does:
+// exact below 256ns, then 128 buckets per power of two, so a percentile is
+// within 0.4% of the true value. Recording is an increment in a fixed
+// array: no allocation and no lock (each worker owns one; merge sums them).
+// The zero value is ready to use; a histogram is not safe for concurrent
+// use.
+type histogram struct {
+	counts [histBuckets]int64
+	n      int64
+	max    time.Duration
+}
+
+const (
+	histSub     = 128 // buckets per power of two above 256ns
+	histMaxExp  = 33  // values are clamped below 1<<(histMaxExp+8) ns, about 36 min
+	histBuckets = 256 + histMaxExp*histSub
+)
+
+func bucketOf(v uint64) int {
+	if v < 256 {
+		return int(v)
+	}
+	v = min(v, 1<<(histMaxExp+8)-1)
+	e := bits.Len64(v) - 8 // v>>e is in [128, 255]
+	return 256 + (e-1)*histSub + int(v>>e) - histSub
+}
+
+// bucketRange returns the smallest and largest value of bucket i.
+func bucketRange(i int) (lo, hi uint64) {
+	if i < 256 {
+		return uint64(i), uint64(i)
+	}
+	j := i - 256
+	e := uint(j/histSub + 1)
+	m := uint64(j%histSub + histSub)
+	return m << e, (m+1)<<e - 1
+}
+
+func (h *histogram) record(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	h.counts[bucketOf(uint64(d))]++
+	h.n++
+	h.max = max(h.max, d)
+}
+
+func (h *histogram) merge(o *histogram) {
+	for i, c := range o.counts {
+		h.counts[i] += c
+	}
+	h.n += o.n
+	h.max = max(h.max, o.max)
+}
+
+// quantile returns the latency below which a fraction q of the recorded
+// ones lie (the middle of its bucket; the maximum itself for q = 1).
+func (h *histogram) quantile(q float64) time.Duration {
+	if h.n == 0 {
+		return 0
+	}
+	if q >= 1 {
+		return h.max
+	}
+	// The nearest rank: the ceil(q*n)-th smallest value.
+	rank := min(max(int64(math.Ceil(q*float64(h.n))), 1), h.n)
+	var seen int64
+	for i, c := range h.counts {
+		seen += c
+		if seen >= rank {
+			lo, hi := bucketRange(i)
+			return min(time.Duration(lo+(hi-lo)/2), h.max)
+		}
+	}
+	return h.max
 }

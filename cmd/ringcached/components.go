@@ -15,6 +15,7 @@ import (
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // Stand-ins for what Validate cannot know, so that it can check the rest of
@@ -217,7 +218,7 @@ func (c *Config) validateComponents() error {
 		}
 	}
 	// The token files are read at start, and checked by the same rules then.
-	ac := transport.AuthConfig{OpenWrites: p.OpenWrites}
+	ac := api.AuthConfig{OpenWrites: p.OpenWrites}
 	ac.WriteTokens, _ = tokens(p.WriteToken, "")
 	ac.ReadTokens, _ = tokens(p.ReadToken, "")
 	if err := ac.Validate(); err != nil {

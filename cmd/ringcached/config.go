@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
 )
@@ -174,11 +175,11 @@ func DefaultConfig() Config {
 		RepairRate:      tc.RepairRate,
 		CoalesceFetches: !tc.DisableCoalescing,
 		Public: PublicConfig{
-			MaxConns:          transport.DefaultMaxConns,
-			IdleTimeout:       transport.ServerIdleTimeout,
-			ReadHeaderTimeout: transport.ServerReadHeaderTimeout,
+			MaxConns:          listen.DefaultMaxConns,
+			IdleTimeout:       listen.ServerIdleTimeout,
+			ReadHeaderTimeout: listen.ServerReadHeaderTimeout,
 			HTTPServer:        serverAuto,
-			// No per-client caps by default (transport.ClientLimitConfig
+			// No per-client caps by default (api.ClientLimitConfig
 			// says why); each group's load bound protects the origin.
 		},
 	}

@@ -20,7 +20,9 @@ import (
 	"syscall"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 	"github.com/ringcache/ringcache/transport/fast"
 )
 
@@ -81,8 +83,8 @@ func (c *Config) validatePublic() error {
 }
 
 // authConfig returns who may use the public API, reading the token files.
-func (c *PublicConfig) authConfig() (transport.AuthConfig, error) {
-	ac := transport.AuthConfig{OpenWrites: c.OpenWrites}
+func (c *PublicConfig) authConfig() (api.AuthConfig, error) {
+	ac := api.AuthConfig{OpenWrites: c.OpenWrites}
 	var err error
 	if ac.WriteTokens, err = tokens(c.WriteToken, c.WriteTokenFile); err != nil {
 		return ac, fmt.Errorf("%w: write-token-file: %v", errConfig, err)
@@ -133,13 +135,13 @@ func warnReadable(log *slog.Logger, field, file string) {
 
 // limitConfig returns the connection caps of every listener, one that
 // answers a refused connection with a 503 if plainHTTP.
-func (c *PublicConfig) limitConfig(plainHTTP bool) transport.LimitConfig {
-	return transport.LimitConfig{Max: c.MaxConns, MaxPerClient: c.MaxConnsPerClient, PlainHTTP: plainHTTP}
+func (c *PublicConfig) limitConfig(plainHTTP bool) listen.LimitConfig {
+	return listen.LimitConfig{Max: c.MaxConns, MaxPerClient: c.MaxConnsPerClient, PlainHTTP: plainHTTP}
 }
 
 // clientLimits returns the per-client bounds, nil when both are off.
-func (c *PublicConfig) clientLimits() *transport.ClientLimitConfig {
-	l := transport.ClientLimitConfig{MaxMisses: max(0, c.ClientMisses), MissRate: max(0, c.ClientMissRate)}
+func (c *PublicConfig) clientLimits() *api.ClientLimitConfig {
+	l := api.ClientLimitConfig{MaxMisses: max(0, c.ClientMisses), MissRate: max(0, c.ClientMissRate)}
 	if l.MissRate > 0 {
 		l.MissBurst = c.ClientMissBurst
 	}
@@ -203,7 +205,7 @@ func (n *node) setupPublic() error {
 	if err != nil {
 		return err
 	}
-	if n.auth, err = transport.NewAuth(ac); err != nil {
+	if n.auth, err = api.NewAuth(ac); err != nil {
 		return libError(err)
 	}
 	warnReadable(n.log, "write-token-file", cfg.WriteTokenFile)
@@ -216,12 +218,12 @@ func (n *node) setupPublic() error {
 		n.log.Info("public writes are disabled (403): give -write-token or -write-token-file to enable them")
 	}
 	if cfg.TLSCert != "" {
-		if n.cert, err = transport.LoadCertificate(cfg.TLSCert, cfg.TLSKey); err != nil {
+		if n.cert, err = listen.LoadCertificate(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return fmt.Errorf("%w: %v", errConfig, err)
 		}
 	}
 	if l := cfg.clientLimits(); l != nil {
-		if n.clients, err = transport.NewClientLimiter(*l); err != nil {
+		if n.clients, err = api.NewClientLimiter(*l); err != nil {
 			return libError(err)
 		}
 	}
@@ -240,7 +242,7 @@ type served struct {
 // capListeners caps each listener at the connection limits.
 func (n *node) capListeners(ls []served) error {
 	for i := range ls {
-		ln, err := transport.NewLimitListener(ls[i].ln, n.cfg.Public.limitConfig(ls[i].plainHTTP))
+		ln, err := listen.NewLimitListener(ls[i].ln, n.cfg.Public.limitConfig(ls[i].plainHTTP))
 		if err != nil {
 			return libError(err)
 		}
@@ -300,12 +302,12 @@ func (n *node) newServer(l served) (transport.Server, func(net.Listener) error, 
 		}
 		return srv, srv.Serve, nil
 	}
-	srv := transport.NewServer(l.ln.Addr().String(), l.h)
+	srv := listen.NewServer(l.ln.Addr().String(), l.h)
 	srv.ErrorLog = slog.NewLogLogger(n.log.Handler(), slog.LevelWarn)
 	srv.IdleTimeout = p.IdleTimeout
 	srv.ReadHeaderTimeout = p.ReadHeaderTimeout
 	if l.publicTLS {
-		srv.TLSConfig = transport.ServerTLSConfig(n.cert)
+		srv.TLSConfig = listen.ServerTLSConfig(n.cert)
 		return srv, func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }, nil
 	}
 	return srv, srv.Serve, nil

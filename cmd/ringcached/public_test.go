@@ -18,8 +18,9 @@ import (
 	"time"
 
 	"github.com/ringcache/ringcache/internal/devcert"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/internal/poll"
-	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 	"github.com/ringcache/ringcache/transport/origin"
 )
 
@@ -58,7 +59,7 @@ func TestLoadConfigPublic(t *testing.T) {
 		err   string // a substring of the error; empty: no error
 	}{
 		{"defaults", nil, func(c Config) bool {
-			return !c.Public.OpenWrites && c.Public.WriteToken == "" && c.Public.MaxConns == transport.DefaultMaxConns &&
+			return !c.Public.OpenWrites && c.Public.WriteToken == "" && c.Public.MaxConns == listen.DefaultMaxConns &&
 				c.Public.MaxConnsPerClient == 0 && c.Public.clientLimits() == nil
 		}, ""},
 		{"open writes, flag alone", []string{"-open-writes"}, func(c Config) bool { return c.Public.OpenWrites }, ""},
@@ -106,7 +107,7 @@ func TestLoadConfigPublic(t *testing.T) {
 		{"zero max conns", []string{"-max-conns", "0"}, nil, "max-conns"},
 		{"zero idle timeout", []string{"-idle-timeout", "0s"}, nil, "idle-timeout"},
 		{"zero burst: twice the rate", []string{"-client-miss-rate", "50", "-client-miss-burst", "0"}, func(c Config) bool {
-			l, err := transport.NewClientLimiter(*c.Public.clientLimits())
+			l, err := api.NewClientLimiter(*c.Public.clientLimits())
 			return err == nil && l.Config().MissBurst == 100
 		}, ""},
 		{"negative burst", []string{"-client-miss-burst", "-3"}, nil, `client-miss-burst: "-3"`},

@@ -17,8 +17,10 @@ import (
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/peers"
 	"github.com/ringcache/ringcache/transport"
+	"github.com/ringcache/ringcache/transport/api"
 	"github.com/ringcache/ringcache/transport/origin"
 	"github.com/ringcache/ringcache/transport/ui"
 )
@@ -42,9 +44,9 @@ type node struct {
 	ui      *uiState                // the operator's page: membership timeline, rate samples
 	sec     *peerSecurity           // secrets and mutual TLS of the peer routes
 
-	auth      *transport.Auth        // who may use the public API
-	cert      *transport.Certificate // the public listener's, or nil without TLS
-	clients   *transport.ClientLimiter
+	auth      *api.Auth           // who may use the public API
+	cert      *listen.Certificate // the public listener's, or nil without TLS
+	clients   *api.ClientLimiter
 	limited   []capped // every listener, capped
 	adminAddr net.Addr // of the admin listener, or nil
 
@@ -122,7 +124,7 @@ func startNode(ctx context.Context, cfg Config, log *slog.Logger) (_ *node, err 
 	pool.Secrets, pool.TLS, pool.OnPeerRequest = n.sec.secrets, n.sec.tls, n.metrics.observePeer
 	n.tn, err = transport.NewNode(transport.NodeConfig{
 		Pool:         pool,
-		Public:       transport.HandlerConfig{Auth: n.auth, Clients: n.clients},
+		Public:       api.HandlerConfig{Auth: n.auth, Clients: n.clients},
 		OnRingChange: n.ringChanged,
 		Logger:       log,
 	})
@@ -224,7 +226,7 @@ func (n *node) serve(lns []net.Listener, adminLn net.Listener) error {
 	// matches and cleans the path again. The mux keeps the /cache/ pattern
 	// for the one path it redirects (/cache to /cache/).
 	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, transport.PublicPrefix) {
+		if strings.HasPrefix(r.URL.Path, api.PublicPrefix) {
 			public.ServeHTTP(w, r)
 			return
 		}
@@ -457,7 +459,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 // capped is one of the node's listeners under its connection caps.
 type capped struct {
 	name string // public, peer or admin
-	*transport.LimitListener
+	*listen.LimitListener
 }
 
 // The node is the clusterState the metrics read.

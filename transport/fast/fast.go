@@ -24,6 +24,7 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/ringcache/ringcache/cache"
+	"github.com/ringcache/ringcache/internal/listen"
 	"github.com/ringcache/ringcache/transport"
 )
 
@@ -98,7 +99,7 @@ func New(n *transport.Node, cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	readTimeout := cmp.Or(cfg.ReadTimeout, transport.ServerReadTimeout)
+	readTimeout := cmp.Or(cfg.ReadTimeout, listen.ServerReadTimeout)
 	h := cfg.Handler
 	slow := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, ownRequest(r))
@@ -116,15 +117,15 @@ func New(n *transport.Node, cfg Config) (*Server, error) {
 		Handler: s.ServeFastHTTP,
 		// fasthttp's ReadTimeout runs from a request's first byte; once
 		// the headers are in, a body gets ReadTimeout of its own.
-		ReadTimeout: cmp.Or(cfg.ReadHeaderTimeout, transport.ServerReadHeaderTimeout),
+		ReadTimeout: cmp.Or(cfg.ReadHeaderTimeout, listen.ServerReadHeaderTimeout),
 		HeaderReceived: func(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 			if h.ContentLength() == 0 {
 				return fasthttp.RequestConfig{}
 			}
 			return fasthttp.RequestConfig{ReadTimeout: readTimeout}
 		},
-		WriteTimeout:          cmp.Or(cfg.WriteTimeout, transport.ServerWriteTimeout),
-		IdleTimeout:           cmp.Or(cfg.IdleTimeout, transport.ServerIdleTimeout),
+		WriteTimeout:          cmp.Or(cfg.WriteTimeout, listen.ServerWriteTimeout),
+		IdleTimeout:           cmp.Or(cfg.IdleTimeout, listen.ServerIdleTimeout),
 		ReadBufferSize:        cmp.Or(cfg.MaxHeaderBytes, DefaultMaxHeaderBytes),
 		MaxRequestBodySize:    cmp.Or(cfg.MaxBodyBytes, cache.DefaultMaxValueBytes) + bodyMargin,
 		NoDefaultServerHeader: true,

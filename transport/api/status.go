@@ -1,13 +1,65 @@
-package transport
+package api
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/ringcache/ringcache/cache"
 )
+
+// Errors of the public API, each with its status code (StatusOf). Their
+// text begins with "transport: ", as the errors of every transport package
+// do.
+var (
+	// ErrConfig is returned by NewHandler, NewAuth, NewClientLimiter and
+	// the other constructors of the transport packages for an invalid
+	// config (transport.ErrConfig is the same error). The errors of the
+	// configs' Validate methods are *cache.ConfigError values, which match
+	// it and name the field.
+	ErrConfig = errors.New("transport: invalid config")
+
+	// ErrNoRoute is returned for a path outside the routes a handler serves.
+	ErrNoRoute = errors.New("transport: no such route")
+
+	// ErrBadPath is returned for a request path that does not name a group
+	// and a key, or whose escaping is invalid.
+	ErrBadPath = errors.New("transport: bad path")
+
+	// ErrBadRequest is returned for a request that is malformed in some
+	// other way (a bad header, a body that could not be read).
+	ErrBadRequest = errors.New("transport: bad request")
+
+	// ErrMethodNotAllowed is returned for a method a route does not serve.
+	ErrMethodNotAllowed = errors.New("transport: method not allowed")
+
+	// ErrKeyTooLong is returned for a key longer than the configured limit.
+	ErrKeyTooLong = errors.New("transport: key too long")
+
+	// ErrNoToken is returned for a public request that needs a bearer
+	// token and carries none (401, with WWW-Authenticate: Bearer).
+	ErrNoToken = errors.New("transport: bearer token required")
+
+	// ErrBadToken is returned for a public request whose bearer token is
+	// not one of the configured ones (401).
+	ErrBadToken = errors.New("transport: invalid bearer token")
+
+	// ErrWritesDisabled is returned for a public PUT or DELETE on a node
+	// that has no write token and whose writes are not open (403).
+	ErrWritesDisabled = errors.New("transport: public writes are disabled on this node")
+
+	// ErrTooManyRequests is returned for a public request that would reach
+	// the origin while its client is over its limit of such requests (429).
+	ErrTooManyRequests = errors.New("transport: too many cache misses from this client")
+)
+
+// fieldError returns a *cache.ConfigError for field, its reason formatted
+// as by fmt.Sprintf.
+func fieldError(field, format string, args ...any) error {
+	return &cache.ConfigError{Err: ErrConfig, Field: field, Reason: fmt.Sprintf(format, args...)}
+}
 
 // StatusOf returns the HTTP status code for err, the one place where errors
 // become status codes (on the public and the peer routes):
@@ -15,8 +67,7 @@ import (
 //	nil                                          200 OK
 //	ErrBadPath, ErrBadRequest, ErrKeyTooLong,
 //	  cache.ErrBadKey                            400 Bad Request
-//	ErrUnauthorized (not from a peer),
-//	  ErrNoToken, ErrBadToken                    401 Unauthorized
+//	ErrNoToken, ErrBadToken                      401 Unauthorized
 //	ErrWritesDisabled                            403 Forbidden
 //	ErrNoRoute, cache.ErrNoSuchGroup,
 //	  cache.ErrNotFound                          404 Not Found
@@ -25,15 +76,16 @@ import (
 //	cache.ErrTooLarge                            413 Content Too Large (a write)
 //	ErrTooManyRequests                           429 Too Many Requests
 //	cache.ErrOverloaded                          503 Service Unavailable (with Retry-After)
-//	ErrPurgeNotRecorded                          503 Service Unavailable (with Retry-After)
+//	cache.ErrPurgeNotRecorded                    503 Service Unavailable (with Retry-After)
 //	cache.ErrOwnerUnreachable                    503 Service Unavailable (with Retry-After)
 //	context.DeadlineExceeded                     504 Gateway Timeout
-//	cache.ErrLoad, *PeerError                    502 Bad Gateway
+//	cache.ErrLoad, a RemoteError                 502 Bad Gateway
 //	cache.ErrNotOwner, context.Canceled          503 Service Unavailable
 //	anything else                                500 Internal Server Error
 //
-// (The peer route answers cache.ErrNotOwner of its own with 421 Misdirected
-// Request: see writePeerError.) The order matters where an error matches two
+// (The peer route answers as StatusOf says, but for a request it refuses
+// as unsigned, 401, and cache.ErrNotOwner of its own, 421 Misdirected
+// Request: see transport's writePeerError.) The order matters where an error matches two
 // rows: an origin's refusal of a key (cache.ErrBadKey inside cache.ErrLoad)
 // is the client's fault (400), an origin's value that is too large is the
 // origin's (502), and an origin that timed out (context.DeadlineExceeded
@@ -45,8 +97,6 @@ func StatusOf(err error) int {
 	case errors.Is(err, ErrBadPath), errors.Is(err, ErrBadRequest),
 		errors.Is(err, ErrKeyTooLong), errors.Is(err, cache.ErrBadKey):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrUnauthorized) && !isPeerError(err):
-		return http.StatusUnauthorized
 	case errors.Is(err, ErrNoToken), errors.Is(err, ErrBadToken):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrWritesDisabled):
@@ -61,7 +111,7 @@ func StatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, ErrTooManyRequests):
 		return http.StatusTooManyRequests
-	case errors.Is(err, cache.ErrOverloaded), errors.Is(err, ErrPurgeNotRecorded),
+	case errors.Is(err, cache.ErrOverloaded), errors.Is(err, cache.ErrPurgeNotRecorded),
 		errors.Is(err, cache.ErrOwnerUnreachable):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
@@ -70,7 +120,7 @@ func StatusOf(err error) int {
 		return http.StatusBadGateway
 	case errors.Is(err, cache.ErrNotOwner), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
-	case isPeerError(err):
+	case isRemote(err):
 		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
@@ -100,13 +150,13 @@ func errorText(err error, code int) string {
 		return "origin busy; retry later"
 	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrOwnerUnreachable):
 		return "key owner unreachable, and the key was written there: the origin's value would be older; retry"
-	case code == http.StatusServiceUnavailable && errors.Is(err, ErrPurgeNotRecorded):
+	case code == http.StatusServiceUnavailable && errors.Is(err, cache.ErrPurgeNotRecorded):
 		return "purge log (etcd) out of reach: nothing was purged; retry"
 	case code == http.StatusServiceUnavailable:
 		return "request canceled"
 	case code == http.StatusInternalServerError:
 		return "internal error"
-	case errors.Is(err, cache.ErrNotFound) || fromLoad || isPeerError(err):
+	case errors.Is(err, cache.ErrNotFound) || fromLoad || isRemote(err):
 		return strings.ToLower(http.StatusText(code))
 	}
 	return plainText(err)
@@ -121,10 +171,16 @@ func plainText(err error) string {
 
 var pkgPrefix = strings.NewReplacer("transport: ", "", "cache: ", "", "peers: ", "")
 
-// writeError writes err's status with a short text body (errorText) on the
-// public API. It sets no header of the peer protocol.
-func writeError(w http.ResponseWriter, err error) {
-	code := StatusOf(err)
+// writeError writes err's status with a short text body on the public API.
+func writeError(w http.ResponseWriter, err error) { WriteError(w, StatusOf(err), err) }
+
+// WriteError writes an error answer with code (StatusOf(err), or a route's
+// own) and err's short text body: what went wrong for a client's error,
+// only what failed for a server's, so that an origin's or a peer's
+// internals do not leak. A 503 that retrying may cure says when (Retry-After:
+// 1). Headers set for a value before the failure are cleared. The peer
+// route writes its errors with it too, after its markers.
+func WriteError(w http.ResponseWriter, code int, err error) {
 	if retryLater(code, err) {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -136,35 +192,23 @@ func writeError(w http.ResponseWriter, err error) {
 // load.
 func retryLater(code int, err error) bool {
 	return code == http.StatusServiceUnavailable &&
-		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded) || errors.Is(err, ErrPurgeNotRecorded) ||
+		(errors.Is(err, cache.ErrNotOwner) || errors.Is(err, cache.ErrOverloaded) || errors.Is(err, cache.ErrPurgeNotRecorded) ||
 			errors.Is(err, cache.ErrOwnerUnreachable))
 }
 
-// writePeerError writes err on the peer route: as writeError, plus the
-// markers the peer client reads. A not-found from the origin carries
-// X-Ringcache-Not-Found, which tells it from a 404 for an unknown group; a
-// failure of the origin X-Ringcache-Load-Error (too-large when the value was
-// over the limit); and this node's own refusal of a write for a key it does
-// not own is a 421 Misdirected Request.
-func writePeerError(w http.ResponseWriter, err error) {
-	code := StatusOf(err)
-	switch {
-	case errors.Is(err, cache.ErrNotOwner) && !isPeerError(err):
-		code = http.StatusMisdirectedRequest
-	case errors.Is(err, cache.ErrLoad) && errors.Is(err, cache.ErrTooLarge):
-		w.Header().Set(hdrLoadError, loadTooLarge)
-	case errors.Is(err, cache.ErrLoad):
-		w.Header().Set(hdrLoadError, "1")
-	case code == http.StatusNotFound && errors.Is(err, cache.ErrNotFound):
-		w.Header().Set(hdrNotFound, "1")
-	case errors.Is(err, cache.ErrOverloaded):
-		w.Header().Set(hdrOverloaded, "1")
-		w.Header().Set("Retry-After", "1")
-	case errors.Is(err, cache.ErrOwnerUnreachable):
-		w.Header().Set(hdrWritten, "1")
-		w.Header().Set("Retry-After", "1")
-	}
-	writeStatus(w, code, errorText(err, code))
+// A RemoteError is another node's failure to answer (transport.PeerError
+// is one). StatusOf answers 502 Bad Gateway for it, unless an error it
+// wraps says otherwise (a not-found, an origin's failure), and its text
+// does not reach clients.
+type RemoteError interface {
+	error
+	// RemoteNode names the node that failed.
+	RemoteNode() string
+}
+
+func isRemote(err error) bool {
+	_, ok := errors.AsType[RemoteError](err)
+	return ok
 }
 
 func writeStatus(w http.ResponseWriter, code int, msg string) {

@@ -1,10 +1,22 @@
-package transport
+// Package api is ringcache's public HTTP API: Handler serves
+// /cache/{group}/{key...} (GET, HEAD, PUT, DELETE), batches of keys and
+// purges over a cache.Node, Auth decides which requests need a bearer
+// token, ClientLimiter bounds each client's misses, and StatusOf maps every
+// error to its status code in one place. Any HTTP client can use it; the
+// answers are documented on Handler.
+//
+// A transport.Node mounts a Handler beside the peer routes
+// (transport.NodeConfig.Public configures it), and transport/fast answers
+// its cached hits (Handler.CachedHit) without net/http.
+package api
 
 import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -19,6 +31,16 @@ import (
 
 // PublicPrefix is the path prefix of the public API.
 const PublicPrefix = "/cache/"
+
+// DefaultMaxKeyBytes bounds a key, after unescaping, where a config leaves
+// it zero: on the public route and on the peer route
+// (transport.Config.MaxKeyBytes), which must agree.
+const DefaultMaxKeyBytes = 250
+
+// maxPurgeAnswer is how long a purge's answer may take: above the longest
+// a purge waits for a node it cannot reach (transport.Config.PurgeLease,
+// at most 5 minutes).
+const maxPurgeAnswer = 6 * time.Minute
 
 // HandlerConfig configures a Handler.
 type HandlerConfig struct {
@@ -185,7 +207,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 			return
 		}
 	}
-	if err := checkKey(key, h.cfg.MaxKeyBytes); err != nil {
+	if err := CheckKey(key, h.cfg.MaxKeyBytes); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -213,7 +235,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 			// A miss may load from the origin: the group's load queue
 			// shares its slots between clients, a client being its
 			// address as for Clients.
-			v, err = g.Get(cache.WithCaller(ctx, clientKey(r.RemoteAddr).String()), key)
+			v, err = g.Get(cache.WithCaller(ctx, ClientOf(r.RemoteAddr).String()), key)
 		}
 		if err != nil {
 			h.fail(w, r, name, key, err)
@@ -221,7 +243,7 @@ func (h *Handler) serveKey(w http.ResponseWriter, r *http.Request, name, key str
 		}
 		h.writeValue(w, r, v)
 	case http.MethodPut:
-		v, err := readValue(w, r, g.Config().MaxValueBytes)
+		v, err := ReadValue(w, r, g.Config().MaxValueBytes)
 		if err != nil {
 			h.fail(w, r, name, key, err)
 			return
@@ -362,13 +384,13 @@ func maxAgeOf(v cache.Value, now time.Time) (int64, bool) {
 // would get a chunked body or no length.
 const autoLengthMax = 2048
 
-// etag returns a strong entity tag of data, the same on every node: its
+// ETag returns the strong entity tag the API gives data, the same on every node: its
 // cache.Checksum (CRC-32C and CRC-32) and its length, in lowercase hex. Two
 // versions of a value collide with probability 2^-64; a CRC is not
 // collision resistant, but whoever could pick colliding values can PUT any
 // value anyway. A cached value carries its checksum, so a hit formats the
 // tag without reading the bytes.
-func etag(data []byte) string {
+func ETag(data []byte) string {
 	return string(appendETag(nil, cache.Checksum(data), len(data)))
 }
 
@@ -457,4 +479,47 @@ func (h *Handler) servePurge(w http.ResponseWriter, r *http.Request, name string
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(res)
+}
+
+// CheckKey applies the rules of keys that the public and the peer routes
+// share: not empty (cache.ErrBadKey), at most max bytes (ErrKeyTooLong).
+func CheckKey(key string, max int) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty", cache.ErrBadKey)
+	}
+	if len(key) > max {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrKeyTooLong, len(key), max)
+	}
+	return nil
+}
+
+// ReadValue reads a PUT body of at most max bytes; a longer one is refused
+// with an error that StatusOf maps to 413, and is not read further.
+//
+// The cache keeps the returned slice and accounts for its length only, so
+// the slice must not sit in a larger array: bytes.Buffer.ReadFrom (and
+// io.ReadAll) leave up to twice the length in capacity, which would make
+// the group hold up to twice its MaxBytes.
+func ReadValue(w http.ResponseWriter, r *http.Request, max int64) (cache.Value, error) {
+	body := http.MaxBytesReader(w, r.Body, max)
+	var data []byte
+	var err error
+	if n := r.ContentLength; n >= 0 && n <= max {
+		// The server's body reader stops at Content-Length, so exactly n
+		// bytes arrive, or an error.
+		data = make([]byte, n)
+		_, err = io.ReadFull(body, data)
+	} else {
+		data, err = io.ReadAll(body)
+		if err == nil && cap(data)-len(data) > len(data)/8 {
+			data = append(make([]byte, 0, len(data)), data...)
+		}
+	}
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return cache.Value{}, fmt.Errorf("%w: body over %d bytes", cache.ErrTooLarge, max)
+		}
+		return cache.Value{}, fmt.Errorf("%w: reading body: %v", ErrBadRequest, err)
+	}
+	return cache.Value{Data: data}, nil
 }

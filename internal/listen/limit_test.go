@@ -1,4 +1,4 @@
-package transport
+package listen
 
 import (
 	"bufio"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,11 +16,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/internal/poll"
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // limitedServer serves h on a loopback listener capped as cfg says and
@@ -191,11 +190,11 @@ func expectRefused(t *testing.T, c net.Conn, plain bool) {
 func TestNewLimitListener(t *testing.T) {
 	t.Parallel()
 	for _, max := range []int{0, -1} {
-		if ce, ok := errors.AsType[*ConfigError](LimitConfig{Max: max}.Validate()); !ok || ce.Field != "Max" {
+		if ce, ok := errors.AsType[*cache.ConfigError](LimitConfig{Max: max}.Validate()); !ok || ce.Field != "Max" {
 			t.Errorf("Validate(max %d) = %v, want a ConfigError for Max", max, ce)
 		}
-		if _, err := NewLimitListener(nil, LimitConfig{Max: max}); !errors.Is(err, ErrConfig) {
-			t.Errorf("NewLimitListener(max %d) = %v, want ErrConfig", max, err)
+		if _, err := NewLimitListener(nil, LimitConfig{Max: max}); !errors.Is(err, api.ErrConfig) {
+			t.Errorf("NewLimitListener(max %d) = %v, want api.ErrConfig", max, err)
 		}
 	}
 	if err := (LimitConfig{Max: 1, MaxPerClient: -1}).Validate(); err != nil {
@@ -298,7 +297,7 @@ func TestLimitListenerPerClient(t *testing.T) {
 				c.Close()
 			}
 			s.awaitOpen(t, 0)
-			if n := s.ln.clients.tracked(); n != 0 {
+			if n := s.ln.clients.Tracked(); n != 0 {
 				t.Errorf("%d clients remembered with no connection open, want 0", n)
 			}
 		})
@@ -353,205 +352,16 @@ func TestLimitListenerPerClientConcurrent(t *testing.T) {
 		t.Errorf("the server had %d connections from one address open at once, over its cap of %d", p, perClient)
 	}
 	s.awaitOpen(t, 0)
-	if n := s.ln.clients.tracked(); n != 0 {
+	if n := s.ln.clients.Tracked(); n != 0 {
 		t.Errorf("%d clients remembered with no connection open, want 0", n)
 	}
 }
 
+// testGroup is the group the flood test's node serves.
+const testGroup = "g"
+
 func okHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-}
-
-func TestClientKey(t *testing.T) {
-	t.Parallel()
-	same := [][2]string{
-		{"10.0.0.1:1000", "10.0.0.1:2000"},
-		{"[::ffff:10.0.0.1]:1", "10.0.0.1:2"},
-		{"[2001:db8::1]:1", "[2001:db8::ffff:2]:2"},
-	}
-	different := [][2]string{
-		{"10.0.0.1:1", "10.0.0.2:1"},
-		{"[2001:db8::1]:1", "[2001:db8:0:1::1]:1"},
-		{"10.0.0.1:1", "[2001:db8::1]:1"},
-	}
-	for _, p := range same {
-		if clientKey(p[0]) != clientKey(p[1]) {
-			t.Errorf("%s and %s: different clients, want one", p[0], p[1])
-		}
-	}
-	for _, p := range different {
-		if clientKey(p[0]) == clientKey(p[1]) {
-			t.Errorf("%s and %s: one client, want two", p[0], p[1])
-		}
-	}
-}
-
-// TestClientLimiterConcurrent: a client gets MaxMisses slots; another
-// client is not affected; a release frees a slot, once.
-func TestClientLimiterConcurrent(t *testing.T) {
-	t.Parallel()
-	l, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r1, err1 := l.Acquire("10.0.0.1:1")
-	r2, err2 := l.Acquire("10.0.0.1:2")
-	if err1 != nil || err2 != nil {
-		t.Fatal(err1, err2)
-	}
-	if _, err := l.Acquire("10.0.0.1:3"); !errors.Is(err, ErrTooManyRequests) {
-		t.Fatalf("third miss = %v, want ErrTooManyRequests", err)
-	}
-	r3, err := l.Acquire("10.0.0.2:1")
-	if err != nil {
-		t.Fatalf("another client: %v", err)
-	}
-	r1()
-	r1() // a second release must not free another slot
-	r4, err := l.Acquire("10.0.0.1:4")
-	if err != nil {
-		t.Fatalf("after a release: %v", err)
-	}
-	if _, err := l.Acquire("10.0.0.1:5"); !errors.Is(err, ErrTooManyRequests) {
-		t.Fatalf("a double release freed two slots: %v", err)
-	}
-	r2()
-	r3()
-	r4()
-	if n := l.tracked(); n != 0 {
-		t.Fatalf("%d idle clients remembered without a rate limit, want 0", n)
-	}
-}
-
-// TestClientLimiterRate runs the token bucket on synctest's clock.
-func TestClientLimiterRate(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		l, err := NewClientLimiter(ClientLimitConfig{MissRate: 10, MissBurst: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		take := func() error {
-			release, err := l.Acquire("10.0.0.1:1")
-			if err == nil {
-				release()
-			}
-			return err
-		}
-		for i := range 5 {
-			if err := take(); err != nil {
-				t.Fatalf("miss %d of the burst: %v", i+1, err)
-			}
-		}
-		if err := take(); !errors.Is(err, ErrTooManyRequests) {
-			t.Fatalf("miss 6 = %v, want ErrTooManyRequests", err)
-		}
-		time.Sleep(100 * time.Millisecond) // one token at 10/s
-		if err := take(); err != nil {
-			t.Fatalf("after 100ms: %v", err)
-		}
-		if err := take(); !errors.Is(err, ErrTooManyRequests) {
-			t.Fatalf("a second miss after 100ms = %v, want ErrTooManyRequests", err)
-		}
-		// Over a long run the rate holds: 10 s admit about 100 more.
-		admitted := 0
-		for range 1000 {
-			if take() == nil {
-				admitted++
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if admitted < 99 || admitted > 101 {
-			t.Fatalf("admitted %d misses in 10s at 10/s, want about 100", admitted)
-		}
-	})
-}
-
-// TestClientLimiterForgets: a client whose bucket has refilled is forgotten
-// when the map is swept, so memory follows the recently active clients.
-func TestClientLimiterForgets(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		l, err := NewClientLimiter(ClientLimitConfig{MissRate: 100, MissBurst: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 3 * minSweep {
-			release, err := l.Acquire(fmt.Sprintf("10.%d.%d.1:1", i/256, i%256))
-			if err != nil {
-				t.Fatal(err)
-			}
-			release()
-			if i%minSweep == minSweep-1 {
-				time.Sleep(time.Second) // every bucket so far refills
-			}
-		}
-		if n := l.tracked(); n > 2*minSweep {
-			t.Fatalf("%d clients remembered, want at most %d", n, 2*minSweep)
-		}
-	})
-}
-
-// TestClientMissLimit drives the limit through the public handler: a client
-// with MaxMisses misses waiting on the origin gets 429 for another miss, but
-// hits still (and a remembered not-found, which costs the origin nothing
-// either), and other clients are not held back.
-func TestClientMissLimit(t *testing.T) {
-	t.Parallel()
-	limiter, err := NewClientLimiter(ClientLimitConfig{MaxMisses: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := make(chan struct{})
-	arrived := make(chan string, 10)
-	nodes, _ := newCluster(t, 1, clusterOpts{
-		handler: func(_ int, c *HandlerConfig) { c.Clients = limiter },
-		group:   func(c *cache.GroupConfig) { c.NotFoundTTL = time.Hour },
-		origin: func(ctx context.Context, node, key string) (cache.Value, error) {
-			if key == "gone" {
-				return cache.Value{}, cache.ErrNotFound
-			}
-			if strings.HasPrefix(key, "slow") {
-				arrived <- key
-				<-release
-			}
-			return defaultOrigin(ctx, node, key)
-		},
-	})
-	n := nodes[0]
-	c := testClient(t)
-	if err := get(t, c, n, "hit"); err != nil { // now cached
-		t.Fatal(err)
-	}
-	gone := publicURL(n.url, testGroup, "gone")
-	if r := mustDo(t, c, http.MethodGet, gone, nil); r.status != http.StatusNotFound { // now remembered
-		t.Fatalf("GET gone = %d, want 404", r.status)
-	}
-	var wg sync.WaitGroup
-	for _, key := range []string{"slow1", "slow2"} {
-		wg.Go(func() {
-			if err := get(t, c, n, key); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	<-arrived
-	<-arrived
-	r := mustDo(t, c, http.MethodGet, publicURL(n.url, testGroup, "slow3"), nil)
-	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
-		t.Errorf("a third miss = %d %q (Retry-After %q), want 429 with Retry-After", r.status, r.body, r.header.Get("Retry-After"))
-	}
-	if err := get(t, c, n, "hit"); err != nil {
-		t.Errorf("a hit while over the miss limit: %v", err)
-	}
-	if r := mustDo(t, c, http.MethodGet, gone, nil); r.status != http.StatusNotFound {
-		t.Errorf("a remembered not-found while over the miss limit = %d %q, want 404", r.status, r.body)
-	}
-	close(release)
-	wg.Wait()
-	if err := get(t, c, n, "slow3"); err != nil {
-		t.Errorf("a miss after the others finished: %v", err)
-	}
 }
 
 // TestFloodAndSlowloris attacks one node's public listener with a
@@ -625,11 +435,13 @@ func floodAndSlowloris(t *testing.T, cfg LimitConfig, sources []string) floodRes
 	)
 	cn := cache.New(cache.Config{})
 	g, err := cn.NewGroup(cache.GroupConfig{Name: testGroup, MaxBytes: 1 << 20,
-		Getter: cache.GetterFunc(func(ctx context.Context, key string) (cache.Value, error) { return defaultOrigin(ctx, "", key) })})
+		Getter: cache.GetterFunc(func(_ context.Context, key string) (cache.Value, error) {
+			return cache.Value{Data: []byte("v:" + key)}, nil
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(cn, HandlerConfig{})
+	h, err := api.NewHandler(cn, api.HandlerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,7 +496,7 @@ func floodAndSlowloris(t *testing.T, cfg LimitConfig, sources []string) floodRes
 				<-tick.C
 				during := attacking.Load()
 				start := time.Now()
-				resp, err := normal[w].Get(s.url + PublicPrefix + testGroup + "/" + keys[i%len(keys)])
+				resp, err := normal[w].Get(s.url + api.PublicPrefix + testGroup + "/" + keys[i%len(keys)])
 				if err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
@@ -998,37 +810,4 @@ func percentile(d []time.Duration, p int) time.Duration {
 	}
 	slices.Sort(d)
 	return d[min(len(d)-1, len(d)*p/100)]
-}
-
-// exampleClientLimits are the bounds ClientLimitConfig's doc suggests for
-// a node that faces clients one does not run.
-var exampleClientLimits = ClientLimitConfig{MaxMisses: 32, MissRate: 500, MissBurst: 1000}
-
-func TestClientLimitConfigValidate(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		cfg   ClientLimitConfig
-		field string // "": valid
-	}{
-		{ClientLimitConfig{}, ""},
-		{exampleClientLimits, ""},
-		{ClientLimitConfig{MaxMisses: -1}, "MaxMisses"},
-		{ClientLimitConfig{MissRate: -0.5}, "MissRate"},
-		{ClientLimitConfig{MissRate: math.NaN()}, "MissRate"},
-		{ClientLimitConfig{MissRate: 1, MissBurst: -1}, "MissBurst"},
-	} {
-		err := tc.cfg.Validate()
-		if _, nerr := NewClientLimiter(tc.cfg); (nerr == nil) != (err == nil) {
-			t.Errorf("%+v: NewClientLimiter = %v but Validate = %v", tc.cfg, nerr, err)
-		}
-		if tc.field == "" {
-			if err != nil {
-				t.Errorf("%+v: Validate = %v", tc.cfg, err)
-			}
-			continue
-		}
-		if ce, ok := errors.AsType[*ConfigError](err); !ok || ce.Field != tc.field || !errors.Is(err, ErrConfig) {
-			t.Errorf("%+v: Validate = %v, want a ConfigError for %s", tc.cfg, err, tc.field)
-		}
-	}
 }

@@ -1,4 +1,9 @@
-package transport
+// Package listen is the daemon's plumbing for a listener that faces a
+// network: an http.Server with the timeouts and header limits it needs
+// (NewServer), a cap on open connections in all and per client address
+// that refuses the ones beyond it at once (LimitListener), and a TLS
+// certificate that reloads its files without a restart (Certificate).
+package listen
 
 import (
 	"crypto/tls"
@@ -7,6 +12,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/transport/api"
 )
 
 // Limits set by NewServer, and the peer client's idle timeout they are
@@ -72,11 +79,11 @@ func LoadCertificate(certFile, keyFile string) (*Certificate, error) {
 func (c *Certificate) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.certFile, c.keyFile)
 	if err != nil {
-		return fmt.Errorf("%w: TLS certificate %s, key %s: %v", ErrConfig, c.certFile, c.keyFile, err)
+		return fmt.Errorf("%w: TLS certificate %s, key %s: %v", api.ErrConfig, c.certFile, c.keyFile, err)
 	}
 	if cert.Leaf == nil {
 		if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
-			return fmt.Errorf("%w: TLS certificate %s: %v", ErrConfig, c.certFile, err)
+			return fmt.Errorf("%w: TLS certificate %s: %v", api.ErrConfig, c.certFile, err)
 		}
 	}
 	c.cur.Store(&cert)

@@ -1,4 +1,4 @@
-package transport
+package api
 
 import (
 	"cmp"
@@ -37,11 +37,10 @@ type Hit struct {
 // body is the value's bytes, which are the cache's own: never write to
 // them. (It is a result of its own so that a server that keeps the body
 // does not make b escape with it.)
-func (n *Node) CachedHit(uri []byte, authorization func() string, b []byte) (_ Hit, body []byte, ok bool) {
-	api := n.api
+func (a *Handler) CachedHit(uri []byte, authorization func() string, b []byte) (_ Hit, body []byte, ok bool) {
 	// Open reads skip the header's lookup, which costs a hit a measurable
 	// share.
-	if !api.cfg.Auth.readsOpen() && api.cfg.Auth.checkRead(authorization()) != nil {
+	if !a.cfg.Auth.readsOpen() && a.cfg.Auth.checkRead(authorization()) != nil {
 		return Hit{}, nil, false
 	}
 	p := plainPath(uri)
@@ -49,10 +48,10 @@ func (n *Node) CachedHit(uri []byte, authorization func() string, b []byte) (_ H
 		return Hit{}, nil, false
 	}
 	group, key, ok := routePath(string(p))
-	if !ok || checkKey(key, api.cfg.MaxKeyBytes) != nil {
+	if !ok || CheckKey(key, a.cfg.MaxKeyBytes) != nil {
 		return Hit{}, nil, false
 	}
-	g, ok := api.node.Group(group)
+	g, ok := a.node.Group(group)
 	if !ok {
 		return Hit{}, nil, false
 	}
@@ -64,7 +63,7 @@ func (n *Node) CachedHit(uri []byte, authorization func() string, b []byte) (_ H
 		code := StatusOf(err)
 		return Hit{Status: code}, []byte(errorText(err, code) + "\n"), true
 	}
-	b, tagEnd, lenEnd, expires := api.appendHead(b, v)
+	b, tagEnd, lenEnd, expires := a.appendHead(b, v)
 	h := Hit{Status: 200, ETag: b[:tagEnd], ContentType: cmp.Or(v.ContentType, octetStream[0])}
 	switch {
 	case v.NoStore:
@@ -118,11 +117,3 @@ func plainPath(uri []byte) []byte {
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
-
-// BeginRequest and EndRequest count a request another server serves for
-// the node outside its handlers (a Hit), so that Shutdown waits for it as
-// for the requests through them.
-func (n *Node) BeginRequest() { n.requests.Add() }
-
-// EndRequest ends what BeginRequest began.
-func (n *Node) EndRequest() { n.requests.Done() }

@@ -1,4 +1,4 @@
-package transport
+package api
 
 import (
 	"bufio"
@@ -21,8 +21,9 @@ const (
 	maxBatchForm = 1 << 20
 )
 
-// batchItem is one key's line in a batch answer (application/x-ndjson).
-type batchItem struct {
+// BatchItem is one key's line in a batch answer (application/x-ndjson), as a
+// client decodes it.
+type BatchItem struct {
 	Key         string `json:"key"`
 	Status      int    `json:"status"`
 	Value       string `json:"value,omitempty"`
@@ -52,7 +53,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 	keys, err := batchKeys(w, r)
 	if err == nil {
 		for _, k := range keys {
-			if err = checkKey(k, h.cfg.MaxKeyBytes); err != nil {
+			if err = CheckKey(k, h.cfg.MaxKeyBytes); err != nil {
 				err = fmt.Errorf("%w: key %q", err, k)
 				break
 			}
@@ -78,7 +79,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 		}
 		defer release()
 	}
-	results := g.GetMany(cache.WithCaller(ctx, clientKey(r.RemoteAddr).String()), keys)
+	results := g.GetMany(cache.WithCaller(ctx, ClientOf(r.RemoteAddr).String()), keys)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
@@ -87,7 +88,7 @@ func (h *Handler) serveBatch(w http.ResponseWriter, r *http.Request, name string
 	now := h.now()
 	budget := int64(MaxBatchBytes)
 	for _, res := range results {
-		it := batchItem{Key: res.Key}
+		it := BatchItem{Key: res.Key}
 		switch {
 		case res.Err != nil:
 			it.Status = StatusOf(res.Err)

@@ -2,9 +2,15 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/cache"
 )
 
 // TestETag: the tag is a quoted function of the bytes alone, and any change
@@ -82,6 +88,36 @@ func TestParseMaxAge(t *testing.T) {
 		got, ok := parseMaxAge(tt.header)
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("parseMaxAge(%q) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// remoteErr is another node's failure, as transport.PeerError is one.
+type remoteErr struct{ err error }
+
+func (e remoteErr) Error() string      { return "node http://p: " + e.err.Error() }
+func (e remoteErr) Unwrap() error      { return e.err }
+func (e remoteErr) RemoteNode() string { return "http://p" }
+
+// TestStatusOfRemoteError: another node's failure is a 502 whose text
+// names nothing of that node, unless what it wraps says otherwise: the
+// owner's not-found is a 404, its origin's timeout a 504.
+func TestStatusOfRemoteError(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+	}{
+		{remoteErr{errors.New("connection refused")}, http.StatusBadGateway},
+		{remoteErr{cache.ErrNotFound}, http.StatusNotFound},
+		{remoteErr{fmt.Errorf("%w: %w", cache.ErrLoad, context.DeadlineExceeded)}, http.StatusGatewayTimeout},
+		{errors.New("connection refused"), http.StatusInternalServerError},
+	} {
+		code := StatusOf(tc.err)
+		if code != tc.code {
+			t.Errorf("StatusOf(%v) = %d, want %d", tc.err, code, tc.code)
+		}
+		if text := errorText(tc.err, code); strings.Contains(text, "http://p") {
+			t.Errorf("%v: the answer %q names the remote node", tc.err, text)
 		}
 	}
 }

@@ -85,8 +85,8 @@ func fieldError(field, format string, args ...any) error {
 //
 // (The peer route answers as StatusOf says, but for a request it refuses
 // as unsigned, 401, and cache.ErrNotOwner of its own, 421 Misdirected
-// Request: see transport's writePeerError.) The order matters where an error matches two
-// rows: an origin's refusal of a key (cache.ErrBadKey inside cache.ErrLoad)
+// Request: see transport's peerStatus.) The order matters where an error
+// matches two rows: an origin's refusal of a key (cache.ErrBadKey inside cache.ErrLoad)
 // is the client's fault (400), an origin's value that is too large is the
 // origin's (502), and an origin that timed out (context.DeadlineExceeded
 // inside cache.ErrLoad) is a 504, not a 502.

@@ -511,6 +511,7 @@ func (l *lru) setMax(maxBytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxBytes = maxBytes
+	l.sizeGhosts()
 	l.trimLocked()
 }
 

@@ -857,9 +857,8 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 // ghost, and stored again while the ghost is there (read a second time, a
 // miss) it goes to the protected list, so it outlives the next scan, which
 // evicts every key read once. A scan's own keys, all new, are almost never
-// taken for ghosts. A full cache has a slot for each entry it holds, but
-// one of fewer than minGhostSlots entries none, and there the key read
-// again is on probation. The table's bytes count against the budget.
+// taken for ghosts. A budget under 16 KiB has no ghost table, and the key
+// read again is on probation. The table's bytes count against the budget.
 func TestSLRUGhostsAdmitASecondRead(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%04d", p, i) }
@@ -867,16 +866,20 @@ func TestSLRUGhostsAdmitASecondRead(t *testing.T) {
 	for _, n := range []int64{400, 20} {
 		l := newLRU(n * one)
 		l.slru = true
-		ghosts := n >= minGhostSlots
+		l.sizeGhosts()
+		ghosts := n*one/ghostSlotBytes >= minGhostSlots
+		if got := len(l.ghosts) > 0; got != ghosts {
+			t.Fatalf("%d entries' budget: ghost table %v, want %v", n, got, ghosts)
+		}
+		if got, want := l.charged(), 2*int64(len(l.ghosts)); got != want {
+			t.Fatalf("%d entries' budget: an empty lru is charged %d bytes, want its table's %d", n, got, want)
+		}
 		scan := func(p string) {
 			for i := range 2 * int(n) {
 				addVal(l, key(p, i), 100)
 			}
 		}
 		scan("s")
-		if got := int64(len(l.ghosts)); ghosts != (got > 0) || ghosts && (got > 2*l.n || 2*got < l.n) {
-			t.Fatalf("%d entries' budget: %d ghost slots for %d entries held, want one each with a table (%v)", n, got, l.n, ghosts)
-		}
 		if protected := l.lists[1].bytes; protected > 2*n*one/100 {
 			t.Errorf("%d entries' budget: a scan of new keys left %d bytes in the protected list, want at most 1%% of them", n, protected)
 		}

@@ -41,32 +41,34 @@ const (
 // (sync.RWMutex: one atomic add per hit on a shared counter).
 //
 // A key evicted from probation leaves a ghost: a 16-bit fingerprint of its
-// hash in a table of one slot per entry the full cache holds (2 bytes an
-// entry, counted against the budget like the entries' bytes: 0.8% of a
-// 250-byte entry's cost, 0.2% of a 1 KiB one's). A key that comes back
-// while its ghost is there was read again within about one cache's worth
-// of evictions, and is admitted to the protected list at once, as ARC and
-// 2Q admit a key found in their ghost lists; with a ghost table the
-// protected list holds up to 3/4 of the capacity. A slot holds the last
-// ghost hashed to it, and a fingerprint matches another key's once in
-// 32,768 tries, so a scan (every key new) is still evicted before the keys
-// read twice. The table is one pointer-free slice, which the collector
-// does not scan. A cache of fewer than minGhostSlots entries has no table,
-// and its protected list keeps a third of the capacity, which tracked LRU
-// closest at such sizes. Measured on real traces (deploy/bench/README.md,
-// hit ratio), the ghosts cut the misses most at the sizes where a trace's
-// frequent keys do not all fit.
+// hash in a table of one slot per ghostSlotBytes of the budget (0.8% of
+// it, counted against it like the entries' bytes). A key that comes back
+// while its ghost is there was read twice within about twice the capacity,
+// and is admitted to the protected list at once, as ARC and 2Q admit a key
+// found in their ghost lists; with a ghost table the protected list holds
+// up to 3/4 of the capacity. A slot holds the last ghost hashed to it, and
+// a fingerprint matches another key's once in 32,768 tries, so a scan
+// (every key new) is still evicted before the keys read twice. The table
+// is one pointer-free slice, which the collector does not scan. A budget
+// too small for minGhostSlots slots (under 8 KiB) has no table, since its
+// bytes would cost an entry where each one counts; its protected list
+// keeps a third of the capacity, which tracked LRU closest at such sizes. Measured on real traces
+// (deploy/bench/README.md, hit ratio), the ghosts cut the misses most at
+// the sizes where a trace's frequent keys do not all fit.
 
-// minGhostSlots is the fewest entries a cache holds for a ghost table.
-const minGhostSlots = 32
+// ghostSlotBytes is the budget behind one slot (2 bytes) of the ghost
+// table, and minGhostSlots the fewest slots a table has.
+const (
+	ghostSlotBytes = 256
+	minGhostSlots  = 32
+)
 
-// sizeGhosts gives the ghost table one slot per entry held, when the cache
-// is full (it evicts) and holds at least minGhostSlots entries. A count
-// that changes by less than half or twice keeps its table, and its
-// ghosts: the hot cache's room moves with what the main cache leaves
-// free. The caller holds mu exclusively.
+// sizeGhosts gives the ghost table the slots the budget pays for. A budget
+// that changes by less than half or twice keeps its table, and its ghosts:
+// the hot cache's budget moves with what the main cache leaves free. The
+// caller holds mu exclusively, or owns l.
 func (l *lru) sizeGhosts() {
-	n := l.n
+	n := l.maxBytes / ghostSlotBytes
 	if !l.slru || n < minGhostSlots {
 		n = 0
 	}
@@ -195,7 +197,6 @@ func (l *lru) victim(protect int32) int32 {
 // evict drops id, which victim chose, leaving its ghost if it was on
 // probation. The caller holds mu.
 func (l *lru) evict(id int32) {
-	l.sizeGhosts()
 	if r := l.rec(id); r.flags&frequent == 0 {
 		l.haunt(r.hash)
 	}

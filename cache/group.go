@@ -118,8 +118,6 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	g.main.share, g.main.sharePart = g.hot, hotBytes
 	g.main.slru = cfg.Policy == PolicySLRU
 	g.hot.slru = g.main.slru
-	g.main.sizeGhosts()
-	g.hot.sizeGhosts()
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}

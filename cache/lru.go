@@ -96,8 +96,7 @@ func hasExtras(v Value) bool {
 // bytes is the sum of the live entries' sizes; dead is the bytes of closed
 // pages no live entry holds. Both count against maxBytes, so that the heap
 // follows the budget however the pages fragment; compaction keeps dead
-// under about 1/64 of the budget (settle, clean). The ghost table
-// (slru.go) counts too.
+// under about 1/32 of the budget (settle, clean).
 //
 // Two keys with the same hash (about one chance in 10^7 among a million
 // keys) cannot both be cached: storing one drops the other, as an eviction
@@ -127,12 +126,11 @@ type lru struct {
 	sparse    []int32 // pages closed sparse, to be compacted
 	big       map[int32]*byte
 	srcs      map[int32]Leaser
-	ghosts    []uint16 // fingerprints of keys evicted from probation (slru.go)
-	cleaning  bool     // clean is running: the compactions it makes do not start another
-	slru      bool     // the policy is PolicySLRU (slru.go), else PolicyLRU
+	cleaning  bool // clean is running: the compactions it makes do not start another
+	slru      bool // the policy is PolicySLRU (slru.go), else PolicyLRU
 	bytes     int64
 	dead      int64
-	// used is charged(), published after every change of it (note),
+	// used is bytes+dead, published after every change of either (note),
 	// for the lru that shares its budget with this one to read without mu.
 	used atomic.Int64
 	// share, if not nil, is the lru this one shares its budget with (the
@@ -171,12 +169,8 @@ func (l *lru) reset() {
 	l.note()
 }
 
-// note publishes charged() (used). The caller holds mu.
-func (l *lru) note() { l.used.Store(l.charged()) }
-
-// charged is what counts against maxBytes of the lru's own: its entries,
-// its pages' dead bytes and its ghost table (slru.go). The caller holds mu.
-func (l *lru) charged() int64 { return l.bytes + l.dead + 2*int64(len(l.ghosts)) }
+// note publishes bytes+dead (used). The caller holds mu.
+func (l *lru) note() { l.used.Store(l.bytes + l.dead) }
 
 // lent returns the bytes of share that count against this lru's bound.
 func (l *lru) lent() int64 {
@@ -188,7 +182,7 @@ func (l *lru) lent() int64 {
 
 // over reports whether the entries, the dead bytes and the share's part
 // exceed the bound. The caller holds mu.
-func (l *lru) over() bool { return l.charged()+l.lent() > l.maxBytes }
+func (l *lru) over() bool { return l.bytes+l.dead+l.lent() > l.maxBytes }
 
 func (l *lru) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
@@ -374,7 +368,7 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	}
 	l.settle()
 	l.index[h] = id
-	l.pushFront(id, l.admit(replaced, h))
+	l.pushFront(id, l.admit(replaced))
 	l.n++
 	l.bytes += e.size
 	l.demote()
@@ -395,7 +389,7 @@ func (l *lru) fits(key string, size int64) bool {
 	h := l.hash(key)
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	free := l.maxBytes - l.charged() - l.lent()
+	free := l.maxBytes - l.bytes - l.dead - l.lent()
 	// Whatever is stored under key's hash (key's own entry, or a colliding
 	// key's) is replaced, not kept beside it.
 	if id, ok := l.index[h]; ok {
@@ -511,7 +505,6 @@ func (l *lru) setMax(maxBytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxBytes = maxBytes
-	l.sizeGhosts()
 	l.trimLocked()
 }
 
@@ -539,7 +532,7 @@ func (l *lru) trimLocked() {
 func (l *lru) room() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return max(0, l.maxBytes-l.charged()-l.lent())
+	return max(0, l.maxBytes-l.bytes-l.dead-l.lent())
 }
 
 // unused returns the bytes neither this lru nor its share uses: what an
@@ -551,7 +544,7 @@ func (l *lru) unused() int64 {
 	if l.share != nil {
 		shared = l.share.used.Load()
 	}
-	return l.maxBytes - l.charged() - shared
+	return l.maxBytes - l.bytes - l.dead - shared
 }
 
 // clear drops every entry.

@@ -42,7 +42,7 @@ const (
 	// under 1/deadLow of it (clean). Pages die piecemeal under random
 	// reads and mostly whole under a scan; either way the budget holds
 	// entries, not holes.
-	deadHigh, deadLow = 64, 128
+	deadHigh, deadLow = 32, 64
 )
 
 // rec is what the lru holds for one entry besides its bytes. It has no

@@ -1,7 +1,5 @@
 package cache
 
-import "math/bits"
-
 // Eviction policies (GroupConfig.Policy).
 const (
 	// PolicySLRU, the default, is a segmented LRU: an entry read again
@@ -9,7 +7,7 @@ const (
 	PolicySLRU = "slru"
 	// PolicyLRU evicts the least recently used entry, as a CLOCK does:
 	// to within one lap of the cache. On the traces measured it did
-	// better than PolicySLRU only at the smallest cache of one (0.3%
+	// better than PolicySLRU only at the smallest cache of one (1%
 	// fewer misses); a workload that favours recency alone may prefer it.
 	PolicyLRU = "lru"
 )
@@ -17,8 +15,7 @@ const (
 // With slru set, the lru is a segmented LRU counted in bytes: an entry
 // enters the probation list (recent) and moves to the protected list
 // (frequent) when it was read again, or written over, while cached. The
-// protected list holds at most a third of the capacity (3/4 with ghosts,
-// below): past it, its least
+// protected list holds at most half of the capacity: past it, its least
 // recently used entries go back to the front of the probation list. The
 // victim is the probation list's least recently used entry. So a key read
 // once, or a scan, is evicted before any key read twice, and a key read
@@ -40,82 +37,16 @@ const (
 // hit; hits on any number of cores share its read side instead
 // (sync.RWMutex: one atomic add per hit on a shared counter).
 //
-// A key evicted from probation leaves a ghost: a 16-bit fingerprint of its
-// hash in a table of one slot per ghostSlotBytes of the budget (0.8% of
-// it, counted against it like the entries' bytes). A key that comes back
-// while its ghost is there was read twice within about twice the capacity,
-// and is admitted to the protected list at once, as ARC and 2Q admit a key
-// found in their ghost lists; with a ghost table the protected list holds
-// up to 3/4 of the capacity. A slot holds the last ghost hashed to it, and
-// a fingerprint matches another key's once in 32,768 tries, so a scan
-// (every key new) is still evicted before the keys read twice. The table
-// is one pointer-free slice, which the collector does not scan. A budget
-// too small for minGhostSlots slots (under 8 KiB) has no table, since its
-// bytes would cost an entry where each one counts; its protected list
-// keeps a third of the capacity, which tracked LRU closest at such sizes. Measured on real traces
-// (deploy/bench/README.md, hit ratio), the ghosts cut the misses most at
-// the sizes where a trace's frequent keys do not all fit.
+// It keeps nothing of evicted keys (no ghost lists, unlike ARC, 2Q or
+// S3-FIFO): the budget's bytes hold entries, as the sizing rule says, and
+// what it knows of an entry is which list it is in (a flag in its record)
+// and its reference bit. Measured on real traces (deploy/bench/README.md,
+// hit ratio), it made fewer misses than LRU at all but one point, and
+// there at most 1% more; a policy with ghosts did better where their
+// memory was not counted, and worse than LRU where it was.
 
-// ghostSlotBytes is the budget behind one slot (2 bytes) of the ghost
-// table, and minGhostSlots the fewest slots a table has.
-const (
-	ghostSlotBytes = 256
-	minGhostSlots  = 32
-)
-
-// sizeGhosts gives the ghost table the slots the budget pays for. A budget
-// that changes by less than half or twice keeps its table, and its ghosts:
-// the hot cache's budget moves with what the main cache leaves free. The
-// caller holds mu exclusively, or owns l.
-func (l *lru) sizeGhosts() {
-	n := l.maxBytes / ghostSlotBytes
-	if !l.slru || n < minGhostSlots {
-		n = 0
-	}
-	if c := int64(len(l.ghosts)); c != n && (n == 0 || c == 0 || c > 2*n || 2*c < n) {
-		l.ghosts = make([]uint16, n)
-	}
-}
-
-// ghostSlot returns the slot of hash h and the fingerprint h leaves there:
-// the slot from h's high bits, the fingerprint from its low ones, so that
-// the keys of one slot differ in theirs.
-func (l *lru) ghostSlot(h uint64) (*uint16, uint16) {
-	i, _ := bits.Mul64(h, uint64(len(l.ghosts)))
-	return &l.ghosts[i], uint16(h) | 1
-}
-
-// haunt leaves the ghost of hash h, evicted from probation.
-func (l *lru) haunt(h uint64) {
-	if len(l.ghosts) > 0 {
-		s, fp := l.ghostSlot(h)
-		*s = fp
-	}
-}
-
-// ghost reports whether hash h left a ghost that is still there, and
-// clears it.
-func (l *lru) ghost(h uint64) bool {
-	if len(l.ghosts) == 0 {
-		return false
-	}
-	s, fp := l.ghostSlot(h)
-	if *s != fp {
-		return false
-	}
-	*s = 0
-	return true
-}
-
-// protectedLimit is the protected list's part of the capacity: 3/4 with a
-// ghost table, which admits keys to it on their second read, else 1/3.
-func (l *lru) protectedLimit() int64 {
-	c := max(l.maxBytes-l.lent(), 0)
-	if len(l.ghosts) > 0 {
-		return c / 4 * 3
-	}
-	return c / 3
-}
+// protectedShare is the protected list's part of the capacity, 1/n.
+const protectedShare = 2
 
 // reclist is one recency list of records: from tail (least recently used)
 // to head, and the bytes of its entries.
@@ -131,11 +62,10 @@ func b2i(b bool) int {
 	return 0
 }
 
-// admit returns the list a new entry of hash h goes to: the protected one
-// (1) for a key written over while cached or whose ghost is found, else
-// probation (0).
-func (l *lru) admit(replaced bool, h uint64) int {
-	return b2i(l.slru && (replaced || l.ghost(h)))
+// admit returns the list a new entry goes to: the protected one (1) for a
+// key written over while cached, else probation (0).
+func (l *lru) admit(replaced bool) int {
+	return b2i(l.slru && replaced)
 }
 
 // touch marks record id read: the next writer looking for a victim gives
@@ -160,7 +90,7 @@ func (l *lru) demote() {
 	if !l.slru {
 		return
 	}
-	limit := l.protectedLimit()
+	limit := max(l.maxBytes-l.lent(), 0) / protectedShare
 	for p := &l.lists[1]; p.bytes > limit && p.tail != p.head; {
 		id := p.tail
 		l.unlink(id)
@@ -194,12 +124,8 @@ func (l *lru) victim(protect int32) int32 {
 	return noRecord
 }
 
-// evict drops id, which victim chose, leaving its ghost if it was on
-// probation. The caller holds mu.
+// evict drops id, which victim chose. The caller holds mu.
 func (l *lru) evict(id int32) {
-	if r := l.rec(id); r.flags&frequent == 0 {
-		l.haunt(r.hash)
-	}
 	l.drop(id)
 	l.evictions.Add(1)
 }

@@ -23,14 +23,14 @@ type LimitConfig struct {
 	// must be > 0.
 	Max int
 	// MaxPerClient is how many of them one client may have: an IPv4
-	// address or an IPv6 /64, the client a api.ClientLimiter counts. If zero or
+	// address or an IPv6 /64, the client an api.ClientLimiter counts. If zero or
 	// negative, no per-client cap: one address is often a whole
 	// application (a connection pool, a reverse proxy, a NAT, a
 	// Kubernetes node), and everything behind it shares the cap, a peer's
 	// pool included when peers reach this listener. Set it on a listener
 	// that faces clients you do not run, at several times the connections
 	// one of your own instances opens (and at least
-	// DefaultMaxIdleConnsPerHost where peers share the listener).
+	// transport.DefaultMaxIdleConnsPerHost where peers share the listener).
 	MaxPerClient int
 	// PlainHTTP makes a refused connection get a 503 before it is closed.
 	// Leave it false for a listener whose connections speak TLS, where
@@ -66,7 +66,7 @@ type LimitListener struct {
 const refuseWriteTimeout = 50 * time.Millisecond
 
 // Validate reports whether NewLimitListener would accept c: nil, or a
-// *ConfigError naming the field at fault. A program that binds its
+// *cache.ConfigError naming the field at fault. A program that binds its
 // listeners late checks its limits with it before it starts.
 func (c LimitConfig) Validate() error {
 	if c.Max <= 0 {

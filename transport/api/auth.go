@@ -72,7 +72,7 @@ func (a *Auth) Update(cfg AuthConfig) error {
 	return nil
 }
 
-// Validate reports whether NewAuth would accept c: nil, or a *ConfigError
+// Validate reports whether NewAuth would accept c: nil, or a *cache.ConfigError
 // naming the field at fault.
 func (c AuthConfig) Validate() error {
 	if c.OpenWrites && len(c.WriteTokens) > 0 {

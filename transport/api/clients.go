@@ -34,8 +34,8 @@ type ClientLimitConfig struct {
 // an IPv6 client is its /64, the block one host usually holds, so that
 // walking through one's own addresses does not multiply the allowance. It
 // trusts no forwarding header: behind a proxy, every client is the proxy.
-// A LimitListener counts each client's open connections with one, a
-// connection for a miss in flight.
+// The daemon's listener caps (internal/listen) count each client's open
+// connections with one, a connection for a miss in flight.
 //
 // It remembers a client while it has misses in flight or its bucket is
 // refilling (at most MissBurst / MissRate seconds), so its memory follows
@@ -59,7 +59,7 @@ type clientState struct {
 const minSweep = 1024
 
 // Validate reports whether NewClientLimiter would accept c: nil, or a
-// *ConfigError naming the field at fault.
+// *cache.ConfigError naming the field at fault.
 func (c ClientLimitConfig) Validate() error {
 	switch {
 	case c.MaxMisses < 0:

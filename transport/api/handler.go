@@ -88,7 +88,7 @@ type HandlerConfig struct {
 // has empty or dot segments ("a//b", "a/./b"): net/http cleans such paths
 // and redirects before a handler sees them.
 //
-// Handler does not serve the peer routes (Pool.PeerHandler), so the two can
+// Handler does not serve the peer routes (transport.Pool.PeerHandler), so the two can
 // listen on different addresses. A Handler is safe for concurrent use.
 type Handler struct {
 	node *cache.Node

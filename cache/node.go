@@ -381,6 +381,11 @@ type Purger interface {
 	Purge(ctx context.Context, p Purge) (PurgeResult, error)
 }
 
+// MaxPurgeLease bounds how long a Purger waits for a node it cannot reach
+// before its Purge returns (transport.Config.PurgeLease is at most this):
+// whoever answers a purge for a client gives it that long, and some more.
+const MaxPurgeLease = 5 * time.Minute
+
 // Purge drops every value of the group on every node, cluster-wide: once
 // it returns, no node serves a value of the group that was loaded or
 // written before it began. Values are loaded again on demand, once per key

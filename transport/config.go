@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/transport/api"
 )
@@ -223,8 +224,8 @@ func (c Config) Validate() error {
 			return fieldError(d.field, "%v: must not be negative", d.v)
 		}
 	}
-	if c.PurgeLease > maxPurgeLease {
-		return fieldError("PurgeLease", "%v: at most %v (a purge waits up to this for its answer)", c.PurgeLease, maxPurgeLease)
+	if c.PurgeLease > cache.MaxPurgeLease {
+		return fieldError("PurgeLease", "%v: at most %v (a purge waits up to this for its answer)", c.PurgeLease, cache.MaxPurgeLease)
 	}
 	for _, n := range []struct {
 		field string

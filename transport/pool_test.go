@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/ringcache/ringcache/cache"
 	"github.com/ringcache/ringcache/consistenthash"
 )
 
@@ -41,6 +43,7 @@ func TestNewPoolConfig(t *testing.T) {
 		{"an empty secret", Config{Self: self, Secrets: [][]byte{[]byte("0123456789abcdef"), nil}}, "Secrets"},
 		{"a short secret (the library's own minimum, as the daemon's)", Config{Self: self, Secrets: [][]byte{[]byte("0123456789abcde")}}, "Secrets"},
 		{"too many secrets", Config{Self: self, Secrets: slices.Repeat([][]byte{[]byte("s")}, MaxSecrets+1)}, "Secrets"},
+		{"a purge lease past what the public route waits for", Config{Self: self, PurgeLease: cache.MaxPurgeLease + time.Second}, "PurgeLease"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +59,7 @@ func TestNewPoolConfig(t *testing.T) {
 	}
 	// The bounds themselves are valid.
 	for _, cfg := range []Config{
+		{Self: self, PurgeLease: cache.MaxPurgeLease},
 		{Self: self, Replicas: consistenthash.MaxPoints},
 		{Self: self, Replicas: consistenthash.MaxPoints / 1000, MaxWeight: 1000},
 		{Self: self, MaxWeight: consistenthash.MaxPoints / DefaultReplicas},

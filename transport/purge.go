@@ -43,10 +43,7 @@ const (
 	// staticPurgeWait is how long a purge without a log waits for the
 	// peers it cannot reach before it answers; staticPurgeRetry is how
 	// long it goes on trying them in the background after that.
-	staticPurgeWait = 10 * time.Second
-	// maxPurgeLease bounds Config.PurgeLease. The public route gives a
-	// purge's answer a minute more (api's maxPurgeAnswer).
-	maxPurgeLease    = 5 * time.Minute
+	staticPurgeWait  = 10 * time.Second
 	staticPurgeRetry = 10 * time.Minute
 )
 

@@ -37,10 +37,9 @@ const PublicPrefix = "/cache/"
 // (transport.Config.MaxKeyBytes), which must agree.
 const DefaultMaxKeyBytes = 250
 
-// maxPurgeAnswer is how long a purge's answer may take: above the longest
-// a purge waits for a node it cannot reach (transport.Config.PurgeLease,
-// at most 5 minutes).
-const maxPurgeAnswer = 6 * time.Minute
+// maxPurgeAnswer is how long a purge's answer may take: a minute more than
+// the longest a purge waits for a node it cannot reach.
+const maxPurgeAnswer = cache.MaxPurgeLease + time.Minute
 
 // HandlerConfig configures a Handler.
 type HandlerConfig struct {

@@ -37,10 +37,10 @@ type Hit struct {
 // body is the value's bytes, which are the cache's own: never write to
 // them. (It is a result of its own so that a server that keeps the body
 // does not make b escape with it.)
-func (a *Handler) CachedHit(uri []byte, authorization func() string, b []byte) (_ Hit, body []byte, ok bool) {
+func (h *Handler) CachedHit(uri []byte, authorization func() string, b []byte) (_ Hit, body []byte, ok bool) {
 	// Open reads skip the header's lookup, which costs a hit a measurable
 	// share.
-	if !a.cfg.Auth.readsOpen() && a.cfg.Auth.checkRead(authorization()) != nil {
+	if !h.cfg.Auth.readsOpen() && h.cfg.Auth.checkRead(authorization()) != nil {
 		return Hit{}, nil, false
 	}
 	p := plainPath(uri)
@@ -48,10 +48,10 @@ func (a *Handler) CachedHit(uri []byte, authorization func() string, b []byte) (
 		return Hit{}, nil, false
 	}
 	group, key, ok := routePath(string(p))
-	if !ok || CheckKey(key, a.cfg.MaxKeyBytes) != nil {
+	if !ok || CheckKey(key, h.cfg.MaxKeyBytes) != nil {
 		return Hit{}, nil, false
 	}
-	g, ok := a.node.Group(group)
+	g, ok := h.node.Group(group)
 	if !ok {
 		return Hit{}, nil, false
 	}
@@ -63,18 +63,18 @@ func (a *Handler) CachedHit(uri []byte, authorization func() string, b []byte) (
 		code := StatusOf(err)
 		return Hit{Status: code}, []byte(errorText(err, code) + "\n"), true
 	}
-	b, tagEnd, lenEnd, expires := a.appendHead(b, v)
-	h := Hit{Status: 200, ETag: b[:tagEnd], ContentType: cmp.Or(v.ContentType, octetStream[0])}
+	b, tagEnd, lenEnd, expires := h.appendHead(b, v)
+	hit := Hit{Status: 200, ETag: b[:tagEnd], ContentType: cmp.Or(v.ContentType, octetStream[0])}
 	switch {
 	case v.NoStore:
-		h.CacheControl = hitNoStore
+		hit.CacheControl = hitNoStore
 	case v.Stale:
-		h.CacheControl = hitMaxAgeZero
-		h.Age = strconv.AppendInt(b[len(b):], int64(v.Age/time.Second), 10)
+		hit.CacheControl = hitMaxAgeZero
+		hit.Age = strconv.AppendInt(b[len(b):], int64(v.Age/time.Second), 10)
 	case expires:
-		h.CacheControl = b[lenEnd:]
+		hit.CacheControl = b[lenEnd:]
 	}
-	return h, v.Data, true
+	return hit, v.Data, true
 }
 
 // The fixed Cache-Control values of a Hit, in bytes (never written to).

@@ -453,7 +453,7 @@ type Stats struct {
 	CopiesRepaired int64 // copies sent after ring changes to bring keys back to Copies nodes
 	BytesRepaired  int64 // value bytes of those
 	// DeadBytes is the bytes of both caches' pages that no entry holds
-	// until a compaction drops them (about 1/32 of the budget at most).
+	// until a compaction drops them (about 1/36 of the budget at most).
 	// They count against MaxBytes with MainBytes and HotBytes.
 	DeadBytes int64
 }

@@ -12,13 +12,14 @@ import (
 )
 
 // entryOverhead is what one cached entry costs beyond its key, value and
-// content type bytes: its record (88 bytes), its slot in the index (a
+// content type bytes: its record (80 bytes), its slot in the index (a
 // uint64 and an int32, 16 bytes in a table kept between 7/16 and 7/8
-// full), the 8-byte header before its bytes in a page, and the records
-// freed since the most entries were held, which wait to be taken again.
-// Measured on amd64 with runtime.MemStats, once filled and once churned
+// full), the 8-byte header before its bytes in a page, its slot in the
+// ghost table (2 to 4 bytes, slru.go), and the records freed since the
+// most entries were held, which wait to be taken again. Measured on amd64
+// with runtime.MemStats, once filled and once churned
 // (TestEntryOverheadMatchesHeap and ...UnderChurn keep this honest): it
-// varies with how full the index's tables are, from about 120 to 145. The
+// varies with how full the index's tables are, from about 115 to 140. The
 // pages' dead bytes are not in it: the lru counts them against the budget
 // as they arise.
 const entryOverhead = 140
@@ -96,7 +97,7 @@ func hasExtras(v Value) bool {
 // bytes is the sum of the live entries' sizes; dead is the bytes of closed
 // pages no live entry holds. Both count against maxBytes, so that the heap
 // follows the budget however the pages fragment; compaction keeps dead
-// under about 1/32 of the budget (settle, clean).
+// under about 1/36 of the budget (settle, clean).
 //
 // Two keys with the same hash (about one chance in 10^7 among a million
 // keys) cannot both be cached: storing one drops the other, as an eviction
@@ -126,11 +127,15 @@ type lru struct {
 	sparse    []int32 // pages closed sparse, to be compacted
 	big       map[int32]*byte
 	srcs      map[int32]Leaser
-	cleaning  bool // clean is running: the compactions it makes do not start another
-	slru      bool // the policy is PolicySLRU (slru.go), else PolicyLRU
-	bytes     int64
-	dead      int64
-	// used is bytes+dead, published after every change of either (note),
+	ghosts    []uint16 // fingerprints of keys evicted from probation (slru.go)
+	cleaning  bool     // clean is running: the compactions it makes do not start another
+	// cleanFloor is the dead bytes under which clean does not run again
+	// after a pass that could not bring them under 1/deadLow of the budget.
+	cleanFloor int64
+	slru       bool // the policy is PolicySLRU (slru.go), else PolicyLRU
+	bytes      int64
+	dead       int64
+	// used is charged(), published after every change of it (note),
 	// for the lru that shares its budget with this one to read without mu.
 	used atomic.Int64
 	// share, if not nil, is the lru this one shares its budget with (the
@@ -149,8 +154,10 @@ type lru struct {
 // newLRU returns an lru holding at most maxBytes; maxBytes <= 0 makes an lru
 // that stores nothing (a disabled hot cache).
 func newLRU(maxBytes int64) *lru {
+	// A page of pageMax bytes where it is under the dead bytes' bound,
+	// else at most half of it and a sixteenth of the budget (pages.go).
 	ps := int64(pageMax)
-	for ps > pageMin && ps > maxBytes/16 {
+	for ps > pageMin && (ps > maxBytes/16 || ps == pageMax && ps > maxBytes/deadHigh) {
 		ps /= 2
 	}
 	l := &lru{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
@@ -169,8 +176,13 @@ func (l *lru) reset() {
 	l.note()
 }
 
-// note publishes bytes+dead (used). The caller holds mu.
-func (l *lru) note() { l.used.Store(l.bytes + l.dead) }
+// note publishes charged() (used). The caller holds mu.
+func (l *lru) note() { l.used.Store(l.charged()) }
+
+// charged is what counts against maxBytes of the lru's own: its entries
+// and its pages' dead bytes. The ghost table (slru.go) has a slot per
+// entry, in entryOverhead. The caller holds mu.
+func (l *lru) charged() int64 { return l.bytes + l.dead }
 
 // lent returns the bytes of share that count against this lru's bound.
 func (l *lru) lent() int64 {
@@ -182,7 +194,7 @@ func (l *lru) lent() int64 {
 
 // over reports whether the entries, the dead bytes and the share's part
 // exceed the bound. The caller holds mu.
-func (l *lru) over() bool { return l.bytes+l.dead+l.lent() > l.maxBytes }
+func (l *lru) over() bool { return l.charged()+l.lent() > l.maxBytes }
 
 func (l *lru) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
@@ -325,13 +337,13 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	if data == nil {
 		n += len(v.Data)
 	}
-	if e.size > l.maxBytes || uint64(headLen+n) > math.MaxUint32 {
+	if e.size > l.maxBytes || e.size > math.MaxUint32 || uint64(headLen+n) > math.MaxUint32 || uint64(len(v.Data)) > math.MaxUint32 {
 		return false
 	}
 	id := l.newRec()
 	r := l.rec(id)
-	*r = rec{hash: h, checksum: v.Checksum, stamp: e.stamp, loaded: e.loaded, size: e.size,
-		dlen: int64(len(v.Data)), klen: uint32(len(key)), ctlen: uint32(len(v.ContentType))}
+	*r = rec{hash: h, checksum: v.Checksum, stamp: e.stamp, loaded: e.loaded, size: uint32(e.size),
+		dlen: uint32(len(v.Data)), klen: uint32(len(key)), ctlen: uint32(len(v.ContentType))}
 	for _, f := range []struct {
 		on   bool
 		flag uint16
@@ -368,10 +380,13 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	}
 	l.settle()
 	l.index[h] = id
-	l.pushFront(id, l.admit(replaced))
+	l.pushFront(id, l.admit(replaced, h))
 	l.n++
 	l.bytes += e.size
 	l.demote()
+	if l.over() {
+		l.sizeGhosts()
+	}
 	for l.over() {
 		v := l.victim(id)
 		if v == noRecord {
@@ -389,11 +404,11 @@ func (l *lru) fits(key string, size int64) bool {
 	h := l.hash(key)
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	free := l.maxBytes - l.bytes - l.dead - l.lent()
+	free := l.maxBytes - l.charged() - l.lent()
 	// Whatever is stored under key's hash (key's own entry, or a colliding
 	// key's) is replaced, not kept beside it.
 	if id, ok := l.index[h]; ok {
-		free += l.rec(id).size
+		free += int64(l.rec(id).size)
 	}
 	return size <= free
 }
@@ -532,7 +547,7 @@ func (l *lru) trimLocked() {
 func (l *lru) room() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	return max(0, l.maxBytes-l.bytes-l.dead-l.lent())
+	return max(0, l.maxBytes-l.charged()-l.lent())
 }
 
 // unused returns the bytes neither this lru nor its share uses: what an
@@ -544,7 +559,7 @@ func (l *lru) unused() int64 {
 	if l.share != nil {
 		shared = l.share.used.Load()
 	}
-	return l.maxBytes - l.bytes - l.dead - shared
+	return l.maxBytes - l.charged() - shared
 }
 
 // clear drops every entry.

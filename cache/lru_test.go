@@ -99,7 +99,7 @@ func (l *lru) verify() error {
 			if b2i(r.flags&frequent != 0) != i {
 				return fmt.Errorf("record %d: in list %d, flagged for the other", id, i)
 			}
-			bytes += r.size
+			bytes += int64(r.size)
 			n++
 		}
 		if bytes != li.bytes {
@@ -427,9 +427,10 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 // TestEntryOverheadMatchesHeapUnderChurn is TestEntryOverheadMatchesHeap
 // the way a node runs: a budget filled past its end and then churned by
 // random reads that store their misses, so that entries are evicted,
-// pages fragment and are compacted, and records are freed and taken again.
-// What the budget is charged (entries and dead page bytes) must stay
-// within 85% to 105% of the heap.
+// pages fragment and are compacted, and records are freed and taken again,
+// under the default policy, whose ghost table entryOverhead pays for. What
+// the budget is charged (entries and dead page bytes) must stay within 85%
+// to 105% of the heap.
 func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churns a 32 MiB cache")
@@ -441,6 +442,7 @@ func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			l := newLRU(budget)
+			l.slru = true // the default policy, whose ghost table is in entryOverhead
 			keys := int(1.375 * budget / float64(size+entryOverhead+11))
 			key := func(i int) string { return "key-" + strconv.Itoa(1000000+i) }
 			for i := range keys {
@@ -460,9 +462,9 @@ func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 			l.mu.Unlock()
 			runtime.KeepAlive(l)
 			ratio := heap / float64(charged)
-			t.Logf("%d entries of %d B, %.1f%% of the budget dead, %d compactions: heap / charged %.3f", n, size, 100*float64(dead)/budget, compactions, ratio)
-			if compactions == 0 || l.evictions.Load() == 0 {
-				t.Fatalf("%d compactions, %d evictions: the churn did not do what it is for", compactions, l.evictions.Load())
+			t.Logf("%d entries of %d B, %.1f%% of the budget dead, %d compactions, %d ghost slots: heap / charged %.3f", n, size, 100*float64(dead)/budget, compactions, len(l.ghosts), ratio)
+			if compactions == 0 || l.evictions.Load() == 0 || len(l.ghosts) == 0 {
+				t.Fatalf("%d compactions, %d evictions, %d ghost slots: the churn did not do what it is for", compactions, l.evictions.Load(), len(l.ghosts))
 			}
 			if ratio < 0.85 || ratio > 1.05 {
 				t.Fatalf("heap / charged = %.3f after churn", ratio)
@@ -789,7 +791,7 @@ func (l *lru) check() (bytes, items int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.each(func(_ int32, r *rec) bool {
-		bytes += r.size
+		bytes += int64(r.size)
 		items++
 		return true
 	})
@@ -798,8 +800,9 @@ func (l *lru) check() (bytes, items int64) {
 
 // TestSLRUKeepsKeysReadTwice: with PolicySLRU, keys read again while cached
 // outlive a scan of keys read once, as long as they fit in the protected
-// half; with PolicyLRU the scan evicts them. Either way the lists agree
-// with the records (verify) throughout.
+// third (a small budget's, with no ghost table); with PolicyLRU the scan
+// evicts them. Either way the lists agree with the records (verify)
+// throughout.
 func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
@@ -810,7 +813,7 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 		for i := range 20 {
 			addVal(l, key("k", i), 100)
 		}
-		for i := range 8 { // within the protected half
+		for i := range 6 { // within the protected third
 			if _, ok := l.get(key("k", i), new(clock)); !ok {
 				t.Fatalf("slru %v: k%03d missing before the scan", slru, i)
 			}
@@ -822,17 +825,18 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 			}
 		}
 		kept := 0
-		for i := range 8 {
+		for i := range 6 {
 			if _, ok := l.get(key("k", i), new(clock)); ok {
 				kept++
 			}
 		}
-		if want := map[bool]int{true: 8, false: 0}[slru]; kept != want {
-			t.Errorf("slru %v: %d of the 8 keys read twice outlived the scan, want %d", slru, kept, want)
+		if want := map[bool]int{true: 6, false: 0}[slru]; kept != want {
+			t.Errorf("slru %v: %d of the 6 keys read twice outlived the scan, want %d", slru, kept, want)
 		}
 	}
 	// Read again, every key is protected at first; the protected list
-	// keeps half of the budget, and the rest goes back to probation.
+	// keeps a third of the budget (with no ghost table, as at this size),
+	// and the rest goes back to probation.
 	l := newLRU(20 * one)
 	l.slru = true
 	for i := range 20 {
@@ -846,8 +850,60 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 	if err := l.verify(); err != nil {
 		t.Fatal(err)
 	}
-	if p := l.lists[1].bytes; p > 10*one || p < 9*one {
-		t.Fatalf("protected list holds %d bytes of a %d-byte budget, want about half", p, 20*one)
+	if p := l.lists[1].bytes; p > 20*one/3 || p < 20*one/3-one {
+		t.Fatalf("protected list holds %d bytes of a %d-byte budget, want about a third", p, 20*one)
+	}
+}
+
+// TestSLRUGhostsAdmitASecondRead: a key evicted from probation leaves a
+// ghost, and stored again while the ghost is there (read a second time, a
+// miss) it goes to the protected list, so it outlives the next scan, which
+// evicts every key read once. A scan's own keys, all new, are almost never
+// taken for ghosts. A full cache has a slot for each entry it holds, but
+// one of fewer than minGhostSlots entries none, and there the key read
+// again is on probation. The table's bytes count against the budget.
+func TestSLRUGhostsAdmitASecondRead(t *testing.T) {
+	t.Parallel()
+	key := func(p string, i int) string { return fmt.Sprintf("%s%04d", p, i) }
+	one := entrySize(key("s", 0), val(100))
+	for _, n := range []int64{400, 20} {
+		l := newLRU(n * one)
+		l.slru = true
+		ghosts := n >= minGhostSlots
+		scan := func(p string) {
+			for i := range 2 * int(n) {
+				addVal(l, key(p, i), 100)
+			}
+		}
+		scan("s")
+		if got := int64(len(l.ghosts)); ghosts != (got > 0) || ghosts && (got > 2*l.n || 2*got < l.n) {
+			t.Fatalf("%d entries' budget: %d ghost slots for %d entries held, want one each with a table (%v)", n, got, l.n, ghosts)
+		}
+		if protected := l.lists[1].bytes; protected > 2*n*one/100 {
+			t.Errorf("%d entries' budget: a scan of new keys left %d bytes in the protected list, want at most 1%% of them", n, protected)
+		}
+		// A key read once, then evicted by as many keys as the budget
+		// holds: its ghost is the last one left.
+		addVal(l, "back", 100)
+		held := func() bool { _, ok := l.index[l.hash("back")]; return ok } // a hit would give it another lap
+		for i := 0; held(); i++ {
+			if i > 2*int(n) {
+				t.Fatalf("%d entries' budget: a key read once outlived a scan of twice the budget", n)
+			}
+			addVal(l, key("u", i), 100)
+		}
+		addVal(l, "back", 100) // read again: a miss, loaded and stored
+		if got := l.rec(l.index[l.hash("back")]).flags&frequent != 0; got != ghosts {
+			t.Errorf("%d entries' budget: the key read again is protected: %v, want %v", n, got, ghosts)
+		}
+		scan("t")
+		if got := hit(l, "back"); got != ghosts {
+			t.Errorf("%d entries' budget: the key read twice outlived the next scan: %v, want %v", n, got, ghosts)
+		}
+		assertAccounting(t, l)
+		if l.charged()+l.lent() > l.maxBytes {
+			t.Errorf("%d entries' budget: charged %d bytes (table included) over the budget %d", n, l.charged(), l.maxBytes)
+		}
 	}
 }
 

@@ -18,15 +18,17 @@
 // (key, value and a fixed per-entry overhead, and the dead bytes of their
 // pages), with per-entry expiry checked on read, and evict by
 // GroupConfig.Policy: by default a segmented LRU, in which a key read again
-// while cached outlives keys read once (PolicySLRU). A hit takes a cache's
-// lock only shared, and moves no entry: it marks its record read, and the
-// writer that needs room reorders (slru.go). They hold entries without
-// pointers (records in chunks, keys and values of up to 2 KiB in pages of
-// bytes), so that the collector does not visit a million small entries on
-// every cycle. A page is compacted once three quarters of it are dead, and
-// the pages with the fewest live bytes once the dead bytes of a cache pass
-// 1/32 of its budget, down to 1/64: a budget holds entries, not holes,
-// whether the pages die piecemeal (random reads) or whole (a scan).
+// while cached, or soon after its eviction (a ghost of it, a 2-byte
+// fingerprint, is kept for it), outlives keys read once (PolicySLRU). A
+// hit takes a cache's lock only shared, and moves no entry: it marks its
+// record read, and the writer that needs room reorders (slru.go). They
+// hold entries without pointers (records in chunks, keys and values of up
+// to 2 KiB in pages of bytes), so that the collector does not visit a
+// million small entries on every cycle. A page is compacted once three
+// quarters of it are dead, and the pages with the fewest live bytes once
+// the dead bytes of a cache pass 1/36 of its budget, down to 1/56: a
+// budget holds entries, not holes, whether the pages die piecemeal (random
+// reads) or whole (a scan).
 // They index entries by a seeded 64-bit hash of the key: of two keys with
 // the same hash only one is cached at a time, as if the other had been
 // evicted.

@@ -1,5 +1,7 @@
 package cache
 
+import "math/bits"
+
 // Eviction policies (GroupConfig.Policy).
 const (
 	// PolicySLRU, the default, is a segmented LRU: an entry read again
@@ -7,7 +9,7 @@ const (
 	PolicySLRU = "slru"
 	// PolicyLRU evicts the least recently used entry, as a CLOCK does:
 	// to within one lap of the cache. On the traces measured it did
-	// better than PolicySLRU only at the smallest cache of one (1%
+	// better than PolicySLRU only at the smallest cache of one (0.3%
 	// fewer misses); a workload that favours recency alone may prefer it.
 	PolicyLRU = "lru"
 )
@@ -15,11 +17,12 @@ const (
 // With slru set, the lru is a segmented LRU counted in bytes: an entry
 // enters the probation list (recent) and moves to the protected list
 // (frequent) when it was read again, or written over, while cached. The
-// protected list holds at most half of the capacity: past it, its least
-// recently used entries go back to the front of the probation list. The
-// victim is the probation list's least recently used entry. So a key read
-// once, or a scan, is evicted before any key read twice, and a key read
-// twice stays for as long as it is read again within about the capacity.
+// protected list holds at most a third of the capacity (3/4 with ghosts,
+// below): past it, its least recently used entries go back to the front
+// of the probation list. The victim is the probation list's least
+// recently used entry. So a key read once, or a scan, is evicted before
+// any key read twice, and a key read twice stays for as long as it is read
+// again within about the capacity.
 // Without slru the lru is a CLOCK, LRU's usual approximation: everything
 // in the probation list, an entry read since it came to the tail goes
 // round again.
@@ -37,16 +40,81 @@ const (
 // hit; hits on any number of cores share its read side instead
 // (sync.RWMutex: one atomic add per hit on a shared counter).
 //
-// It keeps nothing of evicted keys (no ghost lists, unlike ARC, 2Q or
-// S3-FIFO): the budget's bytes hold entries, as the sizing rule says, and
-// what it knows of an entry is which list it is in (a flag in its record)
-// and its reference bit. Measured on real traces (deploy/bench/README.md,
-// hit ratio), it made fewer misses than LRU at all but one point, and
-// there at most 1% more; a policy with ghosts did better where their
-// memory was not counted, and worse than LRU where it was.
+// A key evicted from probation leaves a ghost: a 16-bit fingerprint of its
+// hash in a table of one slot per entry the full cache holds (2 bytes an
+// entry, up to 4 while the count falls; part of entryOverhead, which the
+// record's 80 bytes leave room for). A key that comes back while its ghost
+// is there was read again within about one cache's worth of evictions,
+// and is admitted to the protected list at once, as ARC and 2Q admit a key
+// found in their ghost lists; with a ghost table the
+// protected list holds up to 3/4 of the capacity. A slot holds the last
+// ghost hashed to it, and a fingerprint matches another key's once in
+// 32,768 tries, so a scan (every key new) is still evicted before the keys
+// read twice. The table is one pointer-free slice, which the collector
+// does not scan. A cache of fewer than minGhostSlots entries has no table,
+// and its protected list keeps a third of the capacity, which tracked LRU
+// closest at such sizes. Measured on real traces (deploy/bench/README.md,
+// hit ratio), the ghosts cut the misses most at the sizes where a trace's
+// frequent keys do not all fit.
 
-// protectedShare is the protected list's part of the capacity, 1/n.
-const protectedShare = 2
+// minGhostSlots is the fewest entries a cache holds for a ghost table.
+const minGhostSlots = 32
+
+// sizeGhosts gives the ghost table one slot per entry held, when the cache
+// is full (it evicts) and holds at least minGhostSlots entries. A count
+// that changes by less than half or twice keeps its table, and its
+// ghosts: the hot cache's room moves with what the main cache leaves
+// free. The caller holds mu exclusively.
+func (l *lru) sizeGhosts() {
+	n := l.n
+	if !l.slru || n < minGhostSlots {
+		n = 0
+	}
+	if c := int64(len(l.ghosts)); c != n && (n == 0 || c == 0 || c > 2*n || 2*c < n) {
+		l.ghosts = make([]uint16, n)
+	}
+}
+
+// ghostSlot returns the slot of hash h and the fingerprint h leaves there:
+// the slot from h's high bits, the fingerprint from its low ones, so that
+// the keys of one slot differ in theirs.
+func (l *lru) ghostSlot(h uint64) (*uint16, uint16) {
+	i, _ := bits.Mul64(h, uint64(len(l.ghosts)))
+	return &l.ghosts[i], uint16(h) | 1
+}
+
+// haunt leaves the ghost of record id, about to be evicted from
+// probation.
+func (l *lru) haunt(id int32) {
+	if len(l.ghosts) > 0 {
+		s, fp := l.ghostSlot(l.rec(id).hash)
+		*s = fp
+	}
+}
+
+// ghost reports whether hash h left a ghost that is still there, and
+// clears it.
+func (l *lru) ghost(h uint64) bool {
+	if len(l.ghosts) == 0 {
+		return false
+	}
+	s, fp := l.ghostSlot(h)
+	if *s != fp {
+		return false
+	}
+	*s = 0
+	return true
+}
+
+// protectedLimit is the protected list's part of the capacity: 3/4 with a
+// ghost table, which admits keys to it on their second read, else 1/3.
+func (l *lru) protectedLimit() int64 {
+	c := max(l.maxBytes-l.lent(), 0)
+	if len(l.ghosts) > 0 {
+		return c / 4 * 3
+	}
+	return c / 3
+}
 
 // reclist is one recency list of records: from tail (least recently used)
 // to head, and the bytes of its entries.
@@ -62,10 +130,11 @@ func b2i(b bool) int {
 	return 0
 }
 
-// admit returns the list a new entry goes to: the protected one (1) for a
-// key written over while cached, else probation (0).
-func (l *lru) admit(replaced bool) int {
-	return b2i(l.slru && replaced)
+// admit returns the list a new entry of hash h goes to: the protected one
+// (1) for a key written over while cached or whose ghost is found, else
+// probation (0).
+func (l *lru) admit(replaced bool, h uint64) int {
+	return b2i(l.slru && (replaced || l.ghost(h)))
 }
 
 // touch marks record id read: the next writer looking for a victim gives
@@ -90,7 +159,7 @@ func (l *lru) demote() {
 	if !l.slru {
 		return
 	}
-	limit := max(l.maxBytes-l.lent(), 0) / protectedShare
+	limit := l.protectedLimit()
 	for p := &l.lists[1]; p.bytes > limit && p.tail != p.head; {
 		id := p.tail
 		l.unlink(id)
@@ -102,7 +171,8 @@ func (l *lru) demote() {
 // the least recently used of the probation list that was not read since
 // it came there, else the protected list's least recently used; noRecord
 // if there is none. Entries read on the way are moved as the policy says
-// (touch). The caller holds mu exclusively.
+// (touch); a probation victim leaves its ghost. The caller holds mu
+// exclusively.
 func (l *lru) victim(protect int32) int32 {
 	p := &l.lists[0]
 	for id := p.tail; id != noRecord && !(id == protect && p.head == id); id = p.tail {
@@ -111,6 +181,7 @@ func (l *lru) victim(protect int32) int32 {
 			l.unlink(id)
 			l.pushFront(id, 0)
 		case !l.referenced(id):
+			l.haunt(id)
 			return id
 		default:
 			l.unlink(id)

@@ -51,6 +51,9 @@ const (
 	// pauseFor is how long the pause scenario freezes a node: longer than
 	// the lease plus the hold-down, so the ring drops it.
 	pauseFor = 15 * time.Second
+	// maxCopiesLoads bounds the origin loads per moved key when a node is
+	// killed in a cluster that keeps copies (TestClusterCopies).
+	maxCopiesLoads = 0.05
 	// slowAfter marks a request as slowed: 50 ms beyond the origin's latency.
 	slowAfter = 60 * time.Millisecond
 )
@@ -136,6 +139,20 @@ func TestClusterRanges(t *testing.T) {
 	})
 }
 
+// TestClusterCopies runs the crash scenarios against a cluster whose group
+// keeps two copies of each key (copies=2): a SIGKILLed owner's keys move to
+// their first heirs, which hold them already, so the survivors load at
+// most maxCopiesLoads of them per moved key from the origin (none, but for
+// a key loaded in the moment before the kill, whose copy was still on its
+// way), with the same history check of every write.
+func TestClusterCopies(t *testing.T) {
+	runCluster(t, "hashed", []scenario{
+		{"baseline", (*suite).baseline},
+		{"kill", (*suite).killWithCopies},
+		{"stop", (*suite).stop},
+	}, ",copies=2")
+}
+
 // publicServer tells which server answers a node's public listener at base
 // by how it takes 20 KiB of request headers: fasthttp refuses them (431; it
 // bounds them at 16 KiB), net/http takes up to 64 KiB.
@@ -161,7 +178,7 @@ func publicServer(ctx context.Context, base string) (string, error) {
 
 // runCluster brings up a cluster with the given placement, starts the load
 // generator and runs the scenarios in order, then prints the summary.
-func runCluster(t *testing.T, placement string, scenarios []scenario) {
+func runCluster(t *testing.T, placement string, scenarios []scenario, groupOptions ...string) {
 	deployDir := prepareDeploy(t)
 	ctx := t.Context()
 	var server []string
@@ -173,7 +190,7 @@ func runCluster(t *testing.T, placement string, scenarios []scenario) {
 	start := time.Now()
 	c, err := NewCompose(ctx, ComposeConfig{
 		DeployDir: deployDir,
-		Groups:    groupSpec,
+		Groups:    groupSpec + strings.Join(groupOptions, ""),
 		Env: append([]string{
 			"RINGCACHE_LEASE_TTL=" + leaseTTL.String(),
 			"RINGCACHE_HOLD_DOWN=" + holdDown.String(),
@@ -890,6 +907,16 @@ func (s *suite) kill(t *testing.T) result {
 		exitedAt = et.ExitedAt
 	}
 	return s.crash(t, "node2", s.c.Kill, exitedAt, killBound, -1)
+}
+
+// killWithCopies is kill, bounded: with copies the moved keys are at
+// their new owners already.
+func (s *suite) killWithCopies(t *testing.T) result {
+	var exitedAt func(context.Context, string) (time.Time, error)
+	if et, ok := s.c.(exitTimer); ok {
+		exitedAt = et.ExitedAt
+	}
+	return s.crash(t, "node2", s.c.Kill, exitedAt, killBound, maxCopiesLoads)
 }
 
 func (s *suite) stop(t *testing.T) result {

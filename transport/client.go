@@ -114,6 +114,14 @@ func (t *directTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
 	for retried := false; ; retried = true {
+		// An idle connection is taken without the context's say, and the
+		// watcher that ends an exchange with it (exchange) may start after
+		// the request is written: a request whose context has ended is not
+		// sent at all.
+		if err := ctx.Err(); err != nil {
+			closeRequestBody(req)
+			return nil, err
+		}
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
 			closeRequestBody(req)

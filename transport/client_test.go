@@ -301,6 +301,37 @@ func TestDirectContextEnds(t *testing.T) {
 	}
 }
 
+// TestDirectSendsNothingOnAnEndedContext: a request whose context ended
+// before it was sent is not sent, even over an idle connection ready for
+// it: it fails with the context's error and the peer never sees it. A drop
+// or a copy that its caller gave up on must not be applied after all (the
+// context's watcher used to race with the write).
+func TestDirectSendsNothingOnAnEndedContext(t *testing.T) {
+	t.Parallel()
+	var got atomic.Int64
+	srv, _ := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ended" {
+			got.Add(1)
+		}
+		w.Write([]byte("ok"))
+	})
+	tr := testDirect(t)
+	for range 200 {
+		// An idle connection to the peer, then a request on an ended context.
+		if code, _, err := roundTrip(t.Context(), tr, srv.URL+"/warm"); err != nil || code != 200 {
+			t.Fatalf("warming: %d %v", code, err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, _, err := roundTrip(ctx, tr, srv.URL+"/ended"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("on an ended context: %v, want context.Canceled", err)
+		}
+	}
+	if n := got.Load(); n != 0 {
+		t.Fatalf("the peer got %d requests sent on an ended context, want none", n)
+	}
+}
+
 // TestDirectInformational: 1xx responses before the final one go to the
 // request's trace, and the final response is returned.
 func TestDirectInformational(t *testing.T) {

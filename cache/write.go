@@ -118,8 +118,13 @@ func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, 
 		g.reclaim()
 		// Acknowledged once every heir that answers holds it (copies.go).
 		// One that takes no copy loses its old one (sendCopy drops it), or,
-		// if neither reaches it, is named in Unreached.
-		g.sendCopy(ctx, key, replacing)
+		// if neither reaches it, is named in Unreached. The value is
+		// applied here now, and may be served: its copies go out even if
+		// the caller leaves. Were they cut short with the caller's context,
+		// an heir that took the copy could be told to drop it (sendCopy
+		// saw no answer), and hold neither it nor the value acknowledged
+		// before it when this node then crashed.
+		g.sendCopy(context.WithoutCancel(ctx), key, replacing)
 	}
 	if err := g.retiredDuring(key); err != nil {
 		return WriteResult{}, err

@@ -1,11 +1,14 @@
 package transport
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -351,5 +354,51 @@ func TestAPutsDropLeavesTheHeirsCopy(t *testing.T) {
 	}
 	if copies() != 0 {
 		t.Fatalf("the heir holds %d copies after a DELETE's drop, want none", copies())
+	}
+}
+
+// TestACallerLeavingAPutLeavesTheHeirsCopy: the caller of a PUT gives up
+// (its context ends) while the owner sends the written value to the heir,
+// which is slow to take it. The value is stored at the owner by then, and
+// may be served, so its copy goes out whatever the caller does: the owner's
+// write returns once the heir holds it. Were the send cut short with the
+// caller's context, a crash of the owner just after could leave the key to
+// an heir holding the value before, older than one the owner served.
+func TestACallerLeavingAPutLeavesTheHeirsCopy(t *testing.T) {
+	t.Parallel()
+	var slow atomic.Bool
+	nodes, _ := newCluster(t, 3, clusterOpts{group: withCopies(2),
+		wrapPeer: func(_ int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if slow.Load() && r.Header.Get(hdrCopies) != "" {
+					time.Sleep(300 * time.Millisecond)
+				}
+				h.ServeHTTP(w, r)
+			})
+		}})
+	owner := nodes[0]
+	var key string
+	for _, k := range testKeys(200) {
+		if owner.pool.Owner(k) == owner.url {
+			key = k
+			break
+		}
+	}
+	if _, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("v1")}); err != nil {
+		t.Fatal(err)
+	}
+	heirs, _ := owner.pool.Heirs(key, 2)
+	var heir *testNode
+	for _, n := range nodes {
+		if n.url == heirs[0].String() {
+			heir = n
+		}
+	}
+	slow.Store(true)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer time.AfterFunc(100*time.Millisecond, cancel).Stop()
+	owner.group.Set(ctx, key, cache.Value{Data: []byte("v2")}) // its outcome is the caller's to learn; the copy is the test's
+	if v, ok := heir.group.Handoff(key); !ok || string(v.Data) != "v2" {
+		t.Fatalf("once the owner's write returned, the heir's copy is %q (%v), want the PUT's value", v.Data, ok)
 	}
 }

@@ -219,7 +219,11 @@ func (g *Group) sendCopy(ctx context.Context, key string, replacing bool) (unrea
 // stamp: unless this node holds a copy of key from the same owner with a
 // higher stamp, or the ring changed while it stored. The transport calls
 // it after checking that from owns key and this node is one of its heirs,
-// by this node's ring. It reports whether v was kept.
+// by this node's ring. It reports whether this node holds v or a newer
+// copy of key from the same owner: a copy that arrives after a newer one
+// (two writes of key at the owner, whose sends crossed) is refused but
+// reported kept, since the owner drops the copies of an heir that did not
+// keep its own (sendCopy), which would drop the newer one.
 func (g *Group) KeepCopy(key string, v Value, from string, stamp uint64) bool {
 	if g.cfg.Copies <= 1 || key == "" || !g.storable(v, time.Now()) || g.purges.active() {
 		return false
@@ -229,9 +233,10 @@ func (g *Group) KeepCopy(key string, v Value, from string, stamp uint64) bool {
 	defer g.copyMu.Unlock()
 	// A copy older than one kept before is refused even if that one was
 	// dropped since (by a write, which sends its own): it is older than
-	// something the owner already sent.
+	// something the owner already sent. This node holds that one, or
+	// nothing older than v.
 	if old, ok := g.copyStamps[key]; ok && old.from == from && old.stamp > stamp {
-		return false
+		return true
 	}
 	if !g.copies.add(key, entry{v: v, size: entrySize(key, v), stamp: stamp, loaded: time.Now().UnixNano()}, gd) {
 		return false

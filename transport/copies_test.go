@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -354,6 +356,59 @@ func TestAPutsDropLeavesTheHeirsCopy(t *testing.T) {
 	}
 	if copies() != 0 {
 		t.Fatalf("the heir holds %d copies after a DELETE's drop, want none", copies())
+	}
+}
+
+// TestCrossedCopiesLeaveTheNewer: two PUTs of one key at its owner, whose
+// copies reach the heir in the wrong order (the first one's is slow). The
+// heir keeps the newer and refuses the older, and the owner must not take
+// that refusal for an heir without the copy and drop what it holds: the
+// heir ends with the second PUT's value, which a crash of the owner would
+// leave it to serve.
+func TestCrossedCopiesLeaveTheNewer(t *testing.T) {
+	t.Parallel()
+	nodes, _ := newCluster(t, 3, clusterOpts{group: withCopies(2),
+		wrapPeer: func(_ int, h http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get(hdrCopies) != "" {
+					body, _ := io.ReadAll(r.Body)
+					if bytes.Contains(body, []byte("first")) {
+						time.Sleep(300 * time.Millisecond)
+					}
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				h.ServeHTTP(w, r)
+			})
+		}})
+	owner := nodes[0]
+	var key string
+	for _, k := range testKeys(200) {
+		if owner.pool.Owner(k) == owner.url {
+			key = k
+			break
+		}
+	}
+	heirs, _ := owner.pool.Heirs(key, 2)
+	var heir *testNode
+	for _, n := range nodes {
+		if n.url == heirs[0].String() {
+			heir = n
+		}
+	}
+	first := make(chan error, 1)
+	go func() {
+		_, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("first")})
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the first PUT's copy is on its way
+	if _, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("second")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := heir.group.Handoff(key); !ok || string(v.Data) != "second" {
+		t.Fatalf("after both PUTs the heir's copy is %q (%v), want the second's", v.Data, ok)
 	}
 }
 

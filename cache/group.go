@@ -80,6 +80,10 @@ type Group struct {
 	writingN  atomic.Int32
 	writingMu sync.Mutex
 	writing   map[string]*writes // guarded by writingMu
+	// turns holds, by key, the write this node applies as the key's owner
+	// now: one at a time (takeTurn).
+	turnsMu sync.Mutex
+	turns   map[string]chan struct{} // guarded by turnsMu
 
 	purges inPurges // the purges in progress (node.go)
 

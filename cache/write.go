@@ -76,6 +76,11 @@ func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, 
 	}
 	g.node.writes.Add() // before ownerGuard reads retired (AwaitWrites)
 	defer g.node.writes.Done()
+	done, err := g.takeTurn(ctx, key)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	defer done()
 	gd, term, err := g.ownerGuard(key)
 	if err != nil {
 		return WriteResult{}, err
@@ -179,6 +184,11 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	}
 	g.node.writes.Add() // before ownerGuard reads retired (AwaitWrites)
 	defer g.node.writes.Done()
+	done, err := g.takeTurn(ctx, key)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	defer done()
 	if _, _, err := g.ownerGuard(key); err != nil {
 		return WriteResult{}, err
 	}
@@ -218,6 +228,41 @@ func (g *Group) forwarded(key string, ring uint64, owner string) {
 type writes struct {
 	n    int
 	done chan struct{} // closed when the last ends
+}
+
+// takeTurn waits until no other write of key is being applied here, as its
+// owner, and returns the function that ends this one's turn; or ctx's
+// error if ctx ends first. A node applies the writes of one key one at a
+// time, each to the end of its drops and copies: two at once would race
+// their drops and copies to the heirs (a DELETE's drop landing after the
+// PUT that followed it had sent its copy, say), and an heir could be left
+// without the value its owner stored last, which a crash of the owner
+// would lose.
+func (g *Group) takeTurn(ctx context.Context, key string) (done func(), err error) {
+	for {
+		g.turnsMu.Lock()
+		busy, ok := g.turns[key]
+		if !ok {
+			if g.turns == nil {
+				g.turns = map[string]chan struct{}{}
+			}
+			mine := make(chan struct{})
+			g.turns[key] = mine
+			g.turnsMu.Unlock()
+			return func() {
+				g.turnsMu.Lock()
+				delete(g.turns, key)
+				g.turnsMu.Unlock()
+				close(mine)
+			}, nil
+		}
+		g.turnsMu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // beginWrite marks key as being written by this node, its owner, until

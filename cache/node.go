@@ -55,7 +55,12 @@
 // doubt, answers ErrOwnerUnreachable for a key written in the cluster that
 // it heard of (a write it applied or forwarded, or the owner's drop), where
 // for other keys it loads the origin's value. Otherwise a read could return
-// the origin's value and then the written one again.
+// the origin's value and then the written one again. For the same reason an
+// owner that no longer holds a written value (evicted) drops the other
+// nodes' copies of it before it serves the origin's (for the 32,768 keys
+// written most recently that it heard of), taking a write's turn. An owner
+// applies the writes of one key one at a time, each to the end of its drops
+// and copies, so that no drop lands at an heir after a later write's copy.
 //
 // # The life of an entry
 //

@@ -468,6 +468,11 @@ func (w *writtenKeys) has(h uint64) bool {
 	return w.spilt[h%epochStripes].Load() || w.recent.Contains(h)
 }
 
+// exact is has without the spilt stripes: only the keys remembered as such.
+func (w *writtenKeys) exact(h uint64) bool {
+	return w.recent.Contains(h)
+}
+
 // loadGuard returns the guard of a load or fetch of key beginning now.
 func (g *Group) loadGuard(key string) guard {
 	e := g.epoch(key)

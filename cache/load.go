@@ -129,25 +129,10 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			return v, nil
 		}
 	}
-	if !remote && held && g.everWritten.exact(g.keyHash(key)) {
-		// A written value of key was this node's and is gone (evicted or
-		// expired), and other nodes may still serve copies of it: they go
-		// before the origin's older value is served here, or a read could
-		// return the written value after another returned the origin's.
-		// Only for the keys remembered exactly: the stripes would send a
-		// drop to every node for most misses of a group written a lot. The
-		// drop takes a write's turn, and is not sent if a write came since
-		// the load began (gd): sent while a write of key sends its copies,
-		// or after, it could leave the heirs nothing of the value just
-		// written.
-		done, err := g.takeTurn(ctx, key)
-		if err != nil {
+	if !remote && held && g.everWritten.any.Load() && g.everWritten.exact(g.keyHash(key)) {
+		if err := g.dropLostWrite(ctx, key, gd); err != nil {
 			return Value{}, err
 		}
-		if gd.holds() {
-			g.peers.DropCopies(ctx, g.cfg.Name, key)
-		}
-		done()
 	}
 	if remote && g.everWritten.has(g.keyHash(key)) {
 		// A fallback copy from the origin would be older than the write.
@@ -528,4 +513,25 @@ func (f *failures) forgetIf(match func(key string) bool) {
 		}
 	}
 	f.mu.Unlock()
+}
+
+// dropLostWrite drops the other nodes' copies of key, whose written value
+// was this node's and is gone (evicted or expired), before the load that
+// began under gd serves the origin's older value here: else a read could
+// return the written value after another returned the origin's. It is
+// called only for the keys remembered exactly (writtenKeys.exact): the
+// stripes would send a drop to every node for most misses of a group
+// written a lot. The drop takes a write's turn, and is not sent if a write
+// came since the load began: sent while a write of key sends its copies,
+// or after, it could leave the heirs nothing of the value just written.
+func (g *Group) dropLostWrite(ctx context.Context, key string, gd guard) error {
+	done, err := g.takeTurn(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if gd.holds() {
+		g.peers.DropCopies(ctx, g.cfg.Name, key)
+	}
+	return nil
 }

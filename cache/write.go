@@ -454,6 +454,9 @@ const maxEverWritten = 1 << 15
 type writtenKeys struct {
 	recent *glru.Cache[uint64, struct{}]
 	spilt  [epochStripes]atomic.Bool
+	// any is set by the first add: until then exact answers without the
+	// cache's lock, on every miss of an owner (dropLostWrite).
+	any atomic.Bool
 }
 
 func newWrittenKeys() *writtenKeys {
@@ -462,7 +465,12 @@ func newWrittenKeys() *writtenKeys {
 	return w
 }
 
-func (w *writtenKeys) add(h uint64) { w.recent.Add(h, struct{}{}) }
+func (w *writtenKeys) add(h uint64) {
+	if !w.any.Load() {
+		w.any.Store(true)
+	}
+	w.recent.Add(h, struct{}{})
+}
 
 func (w *writtenKeys) has(h uint64) bool {
 	return w.spilt[h%epochStripes].Load() || w.recent.Contains(h)
@@ -470,7 +478,7 @@ func (w *writtenKeys) has(h uint64) bool {
 
 // exact is has without the spilt stripes: only the keys remembered as such.
 func (w *writtenKeys) exact(h uint64) bool {
-	return w.recent.Contains(h)
+	return w.any.Load() && w.recent.Contains(h)
 }
 
 // loadGuard returns the guard of a load or fetch of key beginning now.

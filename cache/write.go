@@ -454,8 +454,8 @@ const maxEverWritten = 1 << 15
 type writtenKeys struct {
 	recent *glru.Cache[uint64, struct{}]
 	spilt  [epochStripes]atomic.Bool
-	// any is set by the first add: until then exact answers without the
-	// cache's lock, on every miss of an owner (dropLostWrite).
+	// any is set by the first add: until then an owner's miss skips the
+	// lookup of exact and its lock (loadOrigin).
 	any atomic.Bool
 }
 
@@ -477,9 +477,7 @@ func (w *writtenKeys) has(h uint64) bool {
 }
 
 // exact is has without the spilt stripes: only the keys remembered as such.
-func (w *writtenKeys) exact(h uint64) bool {
-	return w.any.Load() && w.recent.Contains(h)
-}
+func (w *writtenKeys) exact(h uint64) bool { return w.recent.Contains(h) }
 
 // loadGuard returns the guard of a load or fetch of key beginning now.
 func (g *Group) loadGuard(key string) guard {

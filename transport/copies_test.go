@@ -313,6 +313,25 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 	}
 }
 
+// ownKeyAndHeir returns a key that owner owns and the node that is its
+// first heir (copies=2).
+func ownKeyAndHeir(t *testing.T, nodes []*testNode, owner *testNode) (string, *testNode) {
+	t.Helper()
+	for _, k := range testKeys(200) {
+		if owner.pool.Owner(k) != owner.url {
+			continue
+		}
+		heirs, _ := owner.pool.Heirs(k, 2)
+		for _, n := range nodes {
+			if len(heirs) > 0 && n.url == heirs[0].String() {
+				return k, n
+			}
+		}
+	}
+	t.Fatalf("no key of 200 owned by %s with an heir", owner.url)
+	return "", nil
+}
+
 // TestAPutsDropLeavesTheHeirsCopy: the drop of a PUT (DropCopiesReplaced)
 // removes every other node's hot copy but leaves an heir its copy, for the
 // PUT's own to replace; were the owner to crash in between, the heir that
@@ -322,22 +341,9 @@ func TestAPutsDropLeavesTheHeirsCopy(t *testing.T) {
 	t.Parallel()
 	nodes, _ := newCluster(t, 3, clusterOpts{group: withCopies(2)})
 	owner := nodes[0]
-	var key string
-	for _, k := range testKeys(200) {
-		if owner.pool.Owner(k) == owner.url {
-			key = k
-			break
-		}
-	}
+	key, heir := ownKeyAndHeir(t, nodes, owner)
 	if _, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("v1")}); err != nil {
 		t.Fatal(err)
-	}
-	heirs, _ := owner.pool.Heirs(key, 2)
-	var heir *testNode
-	for _, n := range nodes {
-		if n.url == heirs[0].String() {
-			heir = n
-		}
 	}
 	copies := func() int64 { return heir.group.Stats().CopyItems }
 	if copies() != 1 {
@@ -379,20 +385,7 @@ func TestCrossedCopiesLeaveTheNewer(t *testing.T) {
 			})
 		}})
 	owner := nodes[0]
-	var key string
-	for _, k := range testKeys(200) {
-		if owner.pool.Owner(k) == owner.url {
-			key = k
-			break
-		}
-	}
-	heirs, _ := owner.pool.Heirs(key, 2)
-	var heir *testNode
-	for _, n := range nodes {
-		if n.url == heirs[0].String() {
-			heir = n
-		}
-	}
+	key, heir := ownKeyAndHeir(t, nodes, owner)
 	first := make(chan error, 1)
 	go func() {
 		_, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("first")})
@@ -429,20 +422,7 @@ func TestAPutAfterADeleteLeavesItsCopy(t *testing.T) {
 			})
 		}})
 	owner := nodes[0]
-	var key string
-	for _, k := range testKeys(200) {
-		if owner.pool.Owner(k) == owner.url {
-			key = k
-			break
-		}
-	}
-	heirs, _ := owner.pool.Heirs(key, 2)
-	var heir *testNode
-	for _, n := range nodes {
-		if n.url == heirs[0].String() {
-			heir = n
-		}
-	}
+	key, heir := ownKeyAndHeir(t, nodes, owner)
 	if _, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("before")}); err != nil {
 		t.Fatal(err)
 	}
@@ -485,22 +465,9 @@ func TestACallerLeavingAPutLeavesTheHeirsCopy(t *testing.T) {
 			})
 		}})
 	owner := nodes[0]
-	var key string
-	for _, k := range testKeys(200) {
-		if owner.pool.Owner(k) == owner.url {
-			key = k
-			break
-		}
-	}
+	key, heir := ownKeyAndHeir(t, nodes, owner)
 	if _, err := owner.group.Set(t.Context(), key, cache.Value{Data: []byte("v1")}); err != nil {
 		t.Fatal(err)
-	}
-	heirs, _ := owner.pool.Heirs(key, 2)
-	var heir *testNode
-	for _, n := range nodes {
-		if n.url == heirs[0].String() {
-			heir = n
-		}
 	}
 	slow.Store(true)
 	ctx, cancel := context.WithCancel(t.Context())

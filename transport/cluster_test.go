@@ -223,13 +223,18 @@ func (tenureOnly) Close() error                { return nil }
 // owner returns the node that owns key by the first node's ring.
 func owner(t testing.TB, nodes []*testNode, key string) *testNode {
 	t.Helper()
-	u := nodes[0].pool.Owner(key)
+	return nodeAt(t, nodes, nodes[0].pool.Owner(key))
+}
+
+// nodeAt returns the node of nodes whose URL is u.
+func nodeAt(t testing.TB, nodes []*testNode, u string) *testNode {
+	t.Helper()
 	for _, n := range nodes {
 		if n.url == u {
 			return n
 		}
 	}
-	t.Fatalf("owner %s of %q is not a node", u, key)
+	t.Fatalf("%s is not a node", u)
 	return nil
 }
 

@@ -318,14 +318,8 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 func ownKeyAndHeir(t *testing.T, nodes []*testNode, owner *testNode) (string, *testNode) {
 	t.Helper()
 	for _, k := range testKeys(200) {
-		if owner.pool.Owner(k) != owner.url {
-			continue
-		}
-		heirs, _ := owner.pool.Heirs(k, 2)
-		for _, n := range nodes {
-			if len(heirs) > 0 && n.url == heirs[0].String() {
-				return k, n
-			}
+		if heirs, _ := owner.pool.Heirs(k, 2); owner.pool.Owner(k) == owner.url && len(heirs) > 0 {
+			return k, nodeAt(t, nodes, heirs[0].String())
 		}
 	}
 	t.Fatalf("no key of 200 owned by %s with an heir", owner.url)

@@ -317,13 +317,12 @@ func TestCrashLinearizableWithCopies(t *testing.T) {
 // first heir (copies=2).
 func ownKeyAndHeir(t *testing.T, nodes []*testNode, owner *testNode) (string, *testNode) {
 	t.Helper()
-	for _, k := range testKeys(200) {
-		if heirs, _ := owner.pool.Heirs(k, 2); owner.pool.Owner(k) == owner.url && len(heirs) > 0 {
-			return k, nodeAt(t, nodes, heirs[0].String())
-		}
+	key := keyOf(t, nodes, owner, "k")
+	heirs, _ := owner.pool.Heirs(key, 2)
+	if len(heirs) == 0 {
+		t.Fatalf("%q has no heir", key)
 	}
-	t.Fatalf("no key of 200 owned by %s with an heir", owner.url)
-	return "", nil
+	return key, nodeAt(t, nodes, heirs[0].String())
 }
 
 // TestAPutsDropLeavesTheHeirsCopy: the drop of a PUT (DropCopiesReplaced)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -551,4 +552,54 @@ func TestWriteOutlivesARingChangeThatLeavesItsKey(t *testing.T) {
 		t.Fatalf("a write whose key stayed with its owner through a ring change: %v", err)
 	}
 	mustGet(t, g, "k", "w")
+}
+
+// TestReadDuringTheNewOwnersFirstWriteNeverLoadsTheOrigin: a read at a
+// key's new owner that overlaps the first write of the key there returns
+// the previous owner's value or the written one, never the origin's. The
+// write refuses the hand-off to the load it overlaps (takeOverGuard), and
+// the origin's value, older than the previous owner's, is no answer while
+// the written value is not yet stored (setOnce drops the copies first).
+func TestReadDuringTheNewOwnersFirstWriteNeverLoadsTheOrigin(t *testing.T) {
+	t.Parallel()
+	c := newHandoffCluster(t, time.Minute)
+	const keys = 300
+	for i := range keys {
+		k := "k" + strconv.Itoa(i)
+		if _, err := c.groups[1].Set(t.Context(), k, Value{Data: []byte("before:" + k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.move(1, 0)
+	// The write's drop reaches node 1 a moment later, as over a network,
+	// so that its fence comes well before its value is stored.
+	c.peers[1].beforeInvalidate = func() { time.Sleep(200 * time.Microsecond) }
+	bad := 0
+	for i := range keys {
+		k := "k" + strconv.Itoa(i)
+		got := make(chan string, 1)
+		go func() {
+			v, err := c.groups[0].Get(t.Context(), k)
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			got <- string(v.Data)
+		}()
+		for range i % 50 * 20 { // sweep the write's start across the read's
+			runtime.Gosched()
+		}
+		if _, err := c.groups[0].Set(t.Context(), k, Value{Data: []byte("after:" + k)}); err != nil {
+			t.Fatal(err)
+		}
+		if v := <-got; v != "before:"+k && v != "after:"+k {
+			bad++
+			if bad <= 3 {
+				t.Errorf("Get(%q) during the new owner's first write = %q, want the previous owner's value or the written one", k, v)
+			}
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of %d reads returned another value", bad, keys)
+	}
 }

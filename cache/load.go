@@ -104,7 +104,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				stored = g.mainEntry(key, v, stored.stamp, now)
 				if dest.add(key, stored, pgd) {
 					g.copyOut(key)
-				} else if nv, nerr, ok := g.newerThanLoad(key); ok {
+				} else if nv, nerr, ok := g.newerThanLoad(ctx, key); ok {
 					return nv, nerr
 				}
 			}
@@ -200,7 +200,7 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 				g.copyOut(key)
 			}
 		} else if !remote {
-			if nv, nerr, ok := g.newerThanLoad(key); ok {
+			if nv, nerr, ok := g.newerThanLoad(ctx, key); ok {
 				return nv, nerr
 			}
 		}
@@ -220,8 +220,16 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 // owns, after a load's result was not stored there: a write, or a
 // hand-over (Adopt) that arrived while the origin was asked, stored a value
 // that replaces the load's result, and a read that shared the load returns
-// that value rather than the origin's.
-func (g *Group) newerThanLoad(key string) (Value, error, bool) { return g.lookup(key, false) }
+// that value rather than the origin's. A write still in progress here is
+// waited for first: its fence refused the load the previous owner's value
+// (takeOverGuard), so the origin's, older than that value, is no answer
+// while the written one is not yet stored (setOnce drops copies first).
+func (g *Group) newerThanLoad(ctx context.Context, key string) (Value, error, bool) {
+	if err := g.awaitWrite(ctx, key, nil); err != nil {
+		return Value{}, err, true
+	}
+	return g.lookup(key, false)
+}
 
 // fetch returns key's value from its owner, sharing one fetch among the
 // concurrent callers on this node. It counts the miss for hot promotion.

@@ -88,13 +88,16 @@ func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, 
 	// The old value stays until the new one replaces it, so that a Get
 	// meanwhile reads one or the other and never loads the origin's; loads
 	// in flight are voided (the epoch) and one that begins now cannot store
-	// over the write (lru.add: an entry newer than the load).
-	g.fence(key, "")
+	// over the write (lru.add: an entry newer than the load). The write
+	// begins before the fence: a read that came between them would load
+	// under the fenced epoch, refused the previous owner's value by the
+	// fence (takeOverGuard), and store the origin's before the write ends.
 	// Every copy goes before the new value is served anywhere: were it
 	// stored first, a node could serve its old copy after another had
 	// served the new value (a read going back in time).
 	g.beginWrite(key)
 	defer g.endWrite(key)
+	g.fence(key, "")
 	g.awaitCopies(ctx, key) // no copy sent before the write lands after its drop
 	now := time.Now()
 	var res WriteResult
@@ -196,9 +199,9 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	// for the write anyway, and a ring change while the copies are dropped
 	// would otherwise move the removed value to the hand-off cache, for the
 	// key's next owner to take after the removal was acknowledged.
-	g.invalidate(key, "")
-	g.beginWrite(key)
+	g.beginWrite(key) // first, as setOnce's
 	defer g.endWrite(key)
+	g.invalidate(key, "")
 	g.awaitCopies(ctx, key)
 	res := WriteResult{Unreached: g.peers.DropCopies(ctx, g.cfg.Name, key)}
 	if err := ctx.Err(); err != nil {

@@ -94,9 +94,12 @@
 //	eviction, expiry                    any -> absent (expiry: after its stale windows)
 //
 // A store happens only under a guard taken when the load, fetch or write
-// began (guard, in lru.go): the key's write epoch (a write bumped it), the
+// began (guard, in write.go): the key's write epoch (a write bumped it), the
 // ring counter (a ring change bumped it) and, for a value taken from
-// another node, the purge generation. A value handed over (Adopt, pull) adds
+// another node, the purge generation. An owner's load that a write voided
+// answers with what the write left (it waits for the write to end), never
+// with the origin's value in place of the written one or of the previous
+// owner's. A value handed over (Adopt, pull) adds
 // one rule: it is not taken for a key that a node other than the one
 // handing it over wrote since the last ring change (takeOverGuard), since
 // that node hands a key over only after its last write of it.

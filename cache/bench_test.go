@@ -3,14 +3,13 @@ package cache
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/golang/groupcache"
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // gcGroups names groupcache groups uniquely: its registry is process-wide
@@ -110,7 +109,7 @@ func BenchmarkGetMiss(b *testing.B) {
 		keys[i] = "key" + strconv.Itoa(i)
 	}
 	ctx := context.Background()
-	cacheBytes := int64(1000 * (entryOverhead + 110))
+	cacheBytes := int64(1000 * (store.Overhead + 110))
 	// ctx=background: the load runs on the caller's goroutine; ctx=cancelable:
 	// on its own, so that the caller can leave when ctx ends.
 	cancelable, cancel := context.WithCancel(ctx)
@@ -147,90 +146,4 @@ func BenchmarkGetMiss(b *testing.B) {
 			i++
 		}
 	})
-}
-
-// lruKeys fills a new lru of budget bytes with size-byte values under keys
-// that overflow it by 3/8 (as deploy/bench/memory.sh does) and returns it
-// with the keys.
-func lruKeys(budget int64, size int) (*lru, []string) {
-	return lruKeysSized(budget, size, func(int) int { return size })
-}
-
-// lruKeysSized is lruKeys with key i's value sizeOf(i) bytes, about size
-// on average.
-func lruKeysSized(budget int64, size int, sizeOf func(i int) int) (*lru, []string) {
-	l := newLRU(budget)
-	keys := make([]string, int(1.375*float64(budget)/float64(size+entryOverhead+11)))
-	for i := range keys {
-		keys[i] = "key-" + strconv.Itoa(1000000+i)
-		addVal(l, keys[i], sizeOf(i))
-	}
-	return l, keys
-}
-
-// BenchmarkLRUChurn reads random keys of a full lru whose keys overflow it
-// by 3/8, storing each miss, which evicts (hits/op says how many hit,
-// compactions/op how often a page was copied). It is the main cache's
-// share of deploy/bench/memory.sh's reads. Values of 1 to 2 KiB of mixed
-// sizes leave closed pages a tail of about half an entry each, which is
-// where compaction bounds cost most.
-func BenchmarkLRUChurn(b *testing.B) {
-	mixed := func(i int) int { return 1024 + i*7919%1025 }
-	for _, tc := range []struct {
-		name   string
-		size   int
-		sizeOf func(int) int
-	}{
-		{"value=100", 100, nil},
-		{"value=1024", 1024, nil},
-		{"value=1024-2048", 1536, mixed},
-	} {
-		if tc.sizeOf == nil {
-			tc.sizeOf = func(int) int { return tc.size }
-		}
-		for _, slru := range []bool{false, true} {
-			name := tc.name
-			if slru {
-				name += "/policy=slru"
-			}
-			b.Run(name, func(b *testing.B) {
-				l, keys := lruKeysSized(64<<20, tc.size, tc.sizeOf)
-				l.slru = slru
-				b.ReportAllocs()
-				churnBench(b, l, keys, tc.sizeOf)
-			})
-		}
-	}
-}
-
-// churnBench reads random keys of l, storing each miss with a value of
-// sizeOf(its index) bytes.
-func churnBench(b *testing.B, l *lru, keys []string, sizeOf func(int) int) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	hits := 0
-	compactions := l.compactions
-	for b.Loop() {
-		i := rng.IntN(len(keys))
-		if _, ok := l.get(keys[i], new(clock)); ok {
-			hits++
-		} else {
-			addVal(l, keys[i], sizeOf(i))
-		}
-	}
-	b.ReportMetric(float64(hits)/float64(b.N), "hits/op")
-	b.ReportMetric(float64(l.compactions-compactions)/float64(b.N), "compactions/op")
-}
-
-// BenchmarkCollectFullCache times one full collection of a heap that holds
-// a full 256 MiB lru of 100-byte values: what every cycle of the collector
-// costs a node with such a budget, and under a memory limit cycles are
-// frequent.
-func BenchmarkCollectFullCache(b *testing.B) {
-	l, _ := lruKeys(256<<20, 100)
-	_, n := l.usage()
-	b.ReportMetric(float64(n), "entries")
-	for b.Loop() {
-		runtime.GC()
-	}
-	runtime.KeepAlive(l)
 }

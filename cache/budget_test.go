@@ -9,7 +9,7 @@ import (
 
 // TestGroupHoldsWhatTheSizingRuleSays: a group given the budget of C
 // entries by the sizing rule (key, value and content type plus
-// entryOverhead each; deploy/README.md, Memory and sizing) holds at least
+// store.Overhead each; deploy/README.md, Memory and sizing) holds at least
 // 0.97 C of them at every read once full, whatever the value size and the
 // order of reads: random reads over 2C keys, and a scan of keys each new.
 // Budgets from 4.5 MiB up hold it for any value size (2029 bytes, with its
@@ -90,8 +90,8 @@ func TestCompactionDoesNotChaseTails(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.main.pageSize != 64<<10 {
-				t.Fatalf("pages of %d bytes, want 64 KiB", g.main.pageSize)
+			if g.main.PageSize() != 64<<10 {
+				t.Fatalf("pages of %d bytes, want 64 KiB", g.main.PageSize())
 			}
 			ctx := context.Background()
 			r := rand.New(rand.NewPCG(1, 2))
@@ -104,9 +104,7 @@ func TestCompactionDoesNotChaseTails(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			g.main.mu.Lock()
-			compactions, evictions := g.main.compactions, g.main.evictions.Load()
-			g.main.mu.Unlock()
+			compactions, evictions := g.main.Compactions(), g.main.Evictions()
 			t.Logf("%d compactions for %d evictions", compactions, evictions)
 			if evictions == 0 || compactions > evictions/2 {
 				t.Errorf("%d compactions for %d evictions, want at most one for two", compactions, evictions)

@@ -635,8 +635,8 @@ func TestPeerFailuresLoggedOncePerSecond(t *testing.T) {
 func withinBudget(t *testing.T, g *Group, when string) Stats {
 	t.Helper()
 	s := g.Stats()
-	held, _ := g.handoff.usage()
-	held += g.handoff.deadBytes()
+	held, _ := g.handoff.Usage()
+	held += g.handoff.DeadBytes()
 	if used := s.MainBytes + s.HotBytes + s.DeadBytes + held; used > g.cfg.MaxBytes {
 		t.Fatalf("%s: main %d + hot %d + dead %d + hand-off %d bytes > MaxBytes %d", when, s.MainBytes, s.HotBytes, s.DeadBytes, held, g.cfg.MaxBytes)
 	}
@@ -768,7 +768,7 @@ func TestHotBorrowsMainRoomConcurrently(t *testing.T) {
 		// Drop the owned keys, so that the next round's loads grow the
 		// main cache into room the hot cache borrowed meanwhile.
 		for _, key := range ownKeys {
-			g.main.remove(key)
+			g.main.Remove(key)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // Copies (GroupConfig.Copies > 1) keep each value this node owns on the
@@ -98,11 +100,11 @@ func (g *Group) nextStamp() uint64 { return g.copySeq.Add(1) }
 // mainValue returns what the main cache holds for key, for a copy: ok is
 // false when it holds no value (a not-found is not copied).
 func (g *Group) mainValue(key string) (Value, bool) {
-	e, ok := g.main.get(key, new(clock))
-	if !ok || e.notFound || e.v.NoStore {
+	e, ok := g.main.Get(key, new(store.Clock))
+	if !ok || e.NotFound || e.V.NoStore {
 		return Value{}, false
 	}
-	return e.v, true
+	return Value(e.V), true
 }
 
 // copyOut sends key's value, as the main cache holds it now, to key's
@@ -238,7 +240,7 @@ func (g *Group) KeepCopy(key string, v Value, from string, stamp uint64) bool {
 	if old, ok := g.copyStamps[key]; ok && old.from == from && old.stamp > stamp {
 		return true
 	}
-	if !g.copies.add(key, entry{v: v, size: entrySize(key, v), stamp: stamp, loaded: time.Now().UnixNano()}, gd) {
+	if !g.copies.Add(key, store.Entry{V: store.Value(v), Size: entrySize(key, v), Tag: stamp, Loaded: time.Now().UnixNano()}, gd.admits) {
 		return false
 	}
 	if g.copyStamps == nil || len(g.copyStamps) > maxCopyStamps {
@@ -266,11 +268,11 @@ func (g *Group) heldCopy(key string) (Value, bool) {
 	if g.cfg.Copies <= 1 {
 		return Value{}, false
 	}
-	e, ok := g.copies.get(key, new(clock))
-	if !ok || e.notFound {
+	e, ok := g.copies.Get(key, new(store.Clock))
+	if !ok || e.NotFound {
 		return Value{}, false
 	}
-	return e.v, true
+	return Value(e.V), true
 }
 
 // settleCopies runs in ringChanged, after the main cache's sweep: copies
@@ -281,18 +283,18 @@ func (g *Group) settleCopies(gd guard, term uint64, held bool) {
 	if g.cfg.Copies <= 1 {
 		return
 	}
-	owned := g.copies.takeIf(func(key string) bool { _, r := g.pick(key); return !r })
+	owned := g.copies.TakeIf(func(key string) bool { _, r := g.pick(key); return !r })
 	now := time.Now()
 	for _, m := range owned {
-		if held && g.storable(m.e.v, now) && g.main.addIfAbsent(m.key, g.mainEntry(m.key, m.e.v, term, now), gd) {
+		if held && g.storable(Value(m.E.V), now) && g.main.AddIfAbsent(m.Key, g.mainEntry(m.Key, Value(m.E.V), term, now), gd.admits) {
 			g.st.copiesPromoted.Add(1)
 		}
 	}
 	if g.placer == nil {
-		g.copies.clear()
+		g.copies.Clear()
 		return
 	}
-	g.copies.removeIf(func(key string) bool {
+	g.copies.RemoveIf(func(key string) bool {
 		_, self := g.placer.Heirs(key, g.cfg.Copies)
 		return !self
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // switchRing is a PeerPicker for two fakePeers whose owner of every key a
@@ -178,13 +180,13 @@ func TestHotCopiesLiveUnderTheOwnersLease(t *testing.T) {
 		t.Fatalf("fetches = %d with the lease lapsed, want 2", f)
 	}
 	owner.setLease(2, true) // renewed after the lapse: a new epoch
-	c.groups[0].hot.add(key, entry{v: Value{Data: []byte("stale")}, size: 1, src: owner, stamp: 1}, guard{})
+	c.groups[0].hot.Add(key, store.Entry{V: store.Value{Data: []byte("stale")}, Size: 1, Ref: owner, Tag: 1}, nil)
 	mustGet(t, c.groups[0], key, "v:"+key)
 
 	// The owner is unreachable: the fallback copy is served without a lease.
 	owner.setFail(errUnreachable)
 	owner.setLease(2, false)
-	c.groups[0].hot.remove(key) // not a drop: that would say the key was written
+	c.groups[0].hot.Remove(key) // not a drop: that would say the key was written
 	mustGet(t, c.groups[0], key, "v:"+key)
 	loads := o.total.Load()
 	mustGet(t, c.groups[0], key, "v:"+key)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // epochStripes is how many write counters a group keeps. A write of one key
@@ -25,8 +27,14 @@ type Group struct {
 	peers PeerPicker
 	log   *slog.Logger
 
-	main *lru // keys this node owns
-	hot  *lru // copies of keys owned by peers; stores nothing if cfg.HotBytes < 0
+	// The byte-bounded stores (store.Store). What an entry's caller
+	// fields mean here: Tag is the term the value was stored under (main,
+	// handoff), the owner's contact epoch (hot) or the owner's stamp of
+	// the copy (copies); Ref is the Leaser a hot copy is served under;
+	// Mark marks a fallback copy (hot), loaded here because its owner
+	// could not be reached.
+	main *store.Store // keys this node owns
+	hot  *store.Store // copies of keys owned by peers; stores nothing if cfg.HotBytes < 0
 	// lendMu serializes changes of the hot cache's bound, which is its own
 	// part plus the room the main cache leaves free (lend, reclaim).
 	lendMu sync.Mutex
@@ -51,7 +59,7 @@ type Group struct {
 	// handoff holds, for HandoffWindow after a ring change, the main-cache
 	// entries of keys this node no longer owns, for their new owners to
 	// take. Its bytes come out of the main cache's budget.
-	handoff      *lru
+	handoff      *store.Store
 	handoffMu    sync.Mutex   // serializes ring changes and the window's end
 	handoffUntil atomic.Int64 // Unix nanoseconds; 0: no window
 	handoffTimer *time.Timer  // guarded by handoffMu
@@ -90,7 +98,7 @@ type Group struct {
 	// Copies of values owned by other nodes, for which this node is an
 	// heir, and what is needed to keep them (copies.go).
 	placer     CopyPlacer // nil: g.peers places no copies
-	copies     *lru
+	copies     *store.Store
 	copyMu     sync.Mutex           // serializes KeepCopy
 	copyStamps map[string]copyStamp // guarded by copyMu
 	copySeq    atomic.Uint64
@@ -110,25 +118,25 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		tenure:  n.tenure,
 		node:    n,
 		log:     log,
-		main:    newLRU(cfg.MaxBytes - copiesPart(cfg)),
-		hot:     newLRU(hotBytes),
-		copies:  newLRU(copiesPart(cfg)),
-		handoff: newLRU(cfg.MaxBytes),
+		main:    store.New(cfg.MaxBytes - copiesPart(cfg)),
+		hot:     store.New(hotBytes),
+		copies:  store.New(copiesPart(cfg)),
+		handoff: store.New(cfg.MaxBytes),
 		seed:    maphash.MakeSeed(),
 		gate:    newLoadGate(cfg),
 	}
 	// One budget: the hot cache's part counts against the main cache's
 	// only as far as copies use it (lend).
-	g.main.share, g.main.sharePart = g.hot, hotBytes
-	g.main.slru = cfg.Policy == PolicySLRU
-	g.hot.slru = g.main.slru
+	g.main.Share(g.hot, hotBytes)
+	g.main.SetSLRU(cfg.Policy == PolicySLRU)
+	g.hot.SetSLRU(cfg.Policy == PolicySLRU)
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}
-	g.main.staleGrace = max(cfg.StaleWhileRevalidate, cfg.StaleIfError)
+	g.main.SetStaleGrace(max(cfg.StaleWhileRevalidate, cfg.StaleIfError))
 	g.placer, _ = n.peers.(CopyPlacer)
 	g.copySeq.Store(uint64(time.Now().UnixNano()))
-	g.handoff.staleGrace = g.main.staleGrace
+	g.handoff.SetStaleGrace(max(cfg.StaleWhileRevalidate, cfg.StaleIfError))
 	g.written = map[string]string{}
 	g.everWritten = newWrittenKeys()
 	onPanic := func(key string, r any, stack []byte) {
@@ -267,9 +275,9 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote, fetch
 			}
 		}
 	}
-	var clk clock
-	var e entry
-	var stale *entry
+	var clk store.Clock
+	var e store.Entry
+	var stale *store.Entry
 	if g.look(key, remote, &clk, &e) {
 		if v, err, done := g.answer(key, &e, remote, &clk); done {
 			return v, err
@@ -287,7 +295,7 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote, fetch
 		v, err = g.load(ctx, key, hb)
 	}
 	if err != nil && stale != nil && ctx.Err() == nil && !errors.Is(err, ErrNotFound) &&
-		time.Now().Before(stale.v.Expires.Add(g.sie(stale.v))) {
+		time.Now().Before(stale.V.Expires.Add(g.sie(Value(stale.V)))) {
 		g.st.staleServed.Add(1)
 		return staleValue(stale, time.Now()), nil
 	}
@@ -298,17 +306,17 @@ func (g *Group) serve(ctx context.Context, key string, owner Peer, remote, fetch
 // fresh, or stale within its stale-while-revalidate window (it starts the
 // revalidation). done is false when e is too stale. It reads clk only for
 // a value that expires.
-func (g *Group) answer(key string, e *entry, remote bool, clk *clock) (v Value, err error, done bool) {
-	if e.v.Expires.IsZero() {
+func (g *Group) answer(key string, e *store.Entry, remote bool, clk *store.Clock) (v Value, err error, done bool) {
+	if e.V.Expires.IsZero() {
 		v, err = g.hit(e, remote)
 		return v, err, true
 	}
-	now := clk.now()
-	if now.Before(e.v.Expires) {
+	now := clk.Now()
+	if now.Before(e.V.Expires) {
 		v, err = g.hit(e, remote)
 		return v, err, true
 	}
-	if now.Before(e.v.Expires.Add(g.swr(e.v))) {
+	if now.Before(e.V.Expires.Add(g.swr(Value(e.V)))) {
 		g.revalidate(key)
 		g.st.staleServed.Add(1)
 		return staleValue(e, now), nil, true
@@ -332,13 +340,13 @@ func (g *Group) sie(v Value) time.Duration {
 }
 
 // staleValue returns e's value marked stale, with its age at now.
-func staleValue(e *entry, now time.Time) Value {
-	v := e.v
+func staleValue(e *store.Entry, now time.Time) Value {
+	v := e.V
 	v.Stale = true
-	if e.loaded != 0 {
-		v.Age = now.Sub(time.Unix(0, e.loaded))
+	if e.Loaded != 0 {
+		v.Age = now.Sub(time.Unix(0, e.Loaded))
 	}
-	return v
+	return Value(v)
 }
 
 // revalidate starts a background load of key unless one runs: the caller
@@ -378,37 +386,37 @@ func (g *Group) pick(key string) (owner Peer, remote bool) {
 // under still holds: the node's tenure for a main entry, the owner's
 // contact lease for a hot copy. It may be past its expiry, within its grace
 // (stale). It decodes into the caller's entry, as lru.getInto does.
-func (g *Group) look(key string, remote bool, clk *clock, e *entry) bool {
+func (g *Group) look(key string, remote bool, clk *store.Clock, e *store.Entry) bool {
 	if !g.node.current() {
 		return false
 	}
 	if !remote {
-		if !g.main.getInto(key, clk, e) {
+		if !g.main.GetInto(key, clk, e) {
 			return false
 		}
 		term, held := g.term()
-		return held && e.stamp == term
+		return held && e.Tag == term
 	}
-	return g.hot.getInto(key, clk, e) && leaseHolds(e, clk) && g.copyHolds(e, clk)
+	return g.hot.GetInto(key, clk, e) && leaseHolds(e, clk) && g.copyHolds(e, clk)
 }
 
 // copyHolds reports whether a hot copy is within its own bound, HotTTL (or
 // FallbackTTL for a value loaded here because its owner could not be
 // reached) from when it was stored; its Expires is the value's own.
-func (g *Group) copyHolds(e *entry, clk *clock) bool {
-	return e.loaded == 0 || clk.now().UnixNano()-e.loaded < int64(g.copyBound(e))
+func (g *Group) copyHolds(e *store.Entry, clk *store.Clock) bool {
+	return e.Loaded == 0 || clk.Now().UnixNano()-e.Loaded < int64(g.copyBound(e))
 }
 
-func (g *Group) copyBound(e *entry) time.Duration {
-	if e.fallback {
+func (g *Group) copyBound(e *store.Entry) time.Duration {
+	if e.Mark {
 		return g.cfg.FallbackTTL
 	}
 	return g.cfg.HotTTL
 }
 
 // hit counts a caller's hit of e and returns what it holds.
-func (g *Group) hit(e *entry, remote bool) (Value, error) {
-	if e.notFound {
+func (g *Group) hit(e *store.Entry, remote bool) (Value, error) {
+	if e.NotFound {
 		return Value{}, ErrNotFound // count counts it
 	}
 	if remote {
@@ -416,22 +424,22 @@ func (g *Group) hit(e *entry, remote bool) (Value, error) {
 	} else {
 		g.st.mainHits.Add(1)
 	}
-	return e.v, nil
+	return Value(e.V), nil
 }
 
 // lookup returns key's fresh value as look finds it, without counting: the
 // second look inside a flight, and hand-offs. ok is false on a miss and for
 // a stale entry.
 func (g *Group) lookup(key string, remote bool) (v Value, err error, ok bool) {
-	var clk clock
-	var e entry
-	if !g.look(key, remote, &clk, &e) || !e.v.Expires.IsZero() && !clk.now().Before(e.v.Expires) {
+	var clk store.Clock
+	var e store.Entry
+	if !g.look(key, remote, &clk, &e) || !e.V.Expires.IsZero() && !clk.Now().Before(e.V.Expires) {
 		return Value{}, nil, false
 	}
-	if e.notFound {
+	if e.NotFound {
 		return Value{}, ErrNotFound, true
 	}
-	return e.v, nil, true
+	return Value(e.V), nil, true
 }
 
 // count counts a Get's failure, err (nil counts nothing).
@@ -454,8 +462,8 @@ const ownerMoveWait = time.Second
 
 // mainEntry returns the main-cache entry of v for key, stored at now under
 // term.
-func (g *Group) mainEntry(key string, v Value, term uint64, now time.Time) entry {
-	return entry{v: v, size: entrySize(key, v), stamp: term, loaded: now.UnixNano()}
+func (g *Group) mainEntry(key string, v Value, term uint64, now time.Time) store.Entry {
+	return store.Entry{V: store.Value(v), Size: entrySize(key, v), Tag: term, Loaded: now.UnixNano()}
 }
 
 // storable reports whether v may be cached at now: not NoStore, not too
@@ -489,12 +497,12 @@ func earliest(a, b time.Time) time.Time {
 // to admit a request, not what to serve.
 func (g *Group) Cached(key string) bool {
 	_, remote := g.pick(key)
-	var clk clock
-	var e entry
+	var clk store.Clock
+	var e store.Entry
 	if !g.look(key, remote, &clk, &e) {
 		return false
 	}
-	return e.v.Expires.IsZero() || clk.now().Before(e.v.Expires.Add(g.swr(e.v)))
+	return e.V.Expires.IsZero() || clk.Now().Before(e.V.Expires.Add(g.swr(Value(e.V))))
 }
 
 // GetCached is Get for a key that this node's caches answer, as Cached
@@ -518,12 +526,12 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 	if !remote && g.beingWritten(key) {
 		return Value{}, false, nil // the slow path waits for the write
 	}
-	var clk clock
-	var e entry
+	var clk store.Clock
+	var e store.Entry
 	if !g.look(key, remote, &clk, &e) {
 		return Value{}, false, nil
 	}
-	if len(e.v.Data) > maxBytes {
+	if len(e.V.Data) > maxBytes {
 		return Value{}, false, nil
 	}
 	v, err, ok = g.answer(key, &e, remote, &clk)
@@ -538,7 +546,7 @@ func (g *Group) getCached(key string, peer bool, maxBytes int) (v Value, ok bool
 		g.count(err) // the not-found
 	}
 	if peer && remote {
-		v = copyForPeer(v, e.loaded, g.copyBound(&e))
+		v = copyForPeer(v, e.Loaded, g.copyBound(&e))
 	}
 	return v, true, err
 }

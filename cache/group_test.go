@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 func TestNewGroupValidates(t *testing.T) {
@@ -86,9 +88,9 @@ func TestGroupConfigDefaults(t *testing.T) {
 	}
 	// One budget: the main cache's bound is all of it, of which the hot
 	// cache's part counts only as far as copies use it.
-	if g.main.maxBytes != 8000 || g.hot.maxBytes != 1000 || g.main.sharePart != 1000 || g.main.share != g.hot {
+	if shared, part := g.main.Shares(); g.main.MaxBytes() != 8000 || g.hot.MaxBytes() != 1000 || part != 1000 || shared != g.hot {
 		t.Fatalf("main %d (sharing %d with hot), hot %d bytes; want 8000 (1000), 1000",
-			g.main.maxBytes, g.main.sharePart, g.hot.maxBytes)
+			g.main.MaxBytes(), part, g.hot.MaxBytes())
 	}
 }
 
@@ -525,7 +527,7 @@ func TestNoStore(t *testing.T) {
 	if _, err := g.setLocal(t.Context(), "s", Value{Data: []byte("new"), NoStore: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := g.main.get("s", new(clock)); ok {
+	if _, ok := g.main.Get("s", new(store.Clock)); ok {
 		t.Fatal("setLocal with NoStore left the old value")
 	}
 }
@@ -565,13 +567,13 @@ func TestTooLarge(t *testing.T) {
 func TestGroupByteBudget(t *testing.T) {
 	t.Parallel()
 	o := newOrigin()
-	g := newTestGroup(t, GroupConfig{MaxBytes: 20 * (entryOverhead + 10)}, o.getter(0).(GetterFunc))
+	g := newTestGroup(t, GroupConfig{MaxBytes: 20 * (store.Overhead + 10)}, o.getter(0).(GetterFunc))
 	for i := range 100 {
 		mustGet(t, g, fmt.Sprintf("key%03d", i), fmt.Sprintf("v:key%03d", i))
 	}
 	s := g.Stats()
-	if s.MainBytes > g.main.maxBytes || s.Evictions == 0 {
-		t.Fatalf("MainBytes %d (budget %d), Evictions %d", s.MainBytes, g.main.maxBytes, s.Evictions)
+	if s.MainBytes > g.main.MaxBytes() || s.Evictions == 0 {
+		t.Fatalf("MainBytes %d (budget %d), Evictions %d", s.MainBytes, g.main.MaxBytes(), s.Evictions)
 	}
 	assertAccounting(t, g.main)
 	// The newest keys are cached, the oldest were evicted.
@@ -587,7 +589,7 @@ func TestGroupByteBudget(t *testing.T) {
 // Removes and then checks the byte invariant on both caches.
 func TestGroupAccountingUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 30 * (entryOverhead + 20), HotBytes: 10 * (entryOverhead + 20), HotAfter: 1},
+	c := newCluster(t, 2, hashOwner(2), GroupConfig{MaxBytes: 30 * (store.Overhead + 20), HotBytes: 10 * (store.Overhead + 20), HotAfter: 1},
 		func(i int) Getter { return newOrigin().getter(i) })
 	var wg sync.WaitGroup
 	for w := range 8 {
@@ -782,7 +784,7 @@ func TestStatsCountDeadBytes(t *testing.T) {
 		removed++
 	}
 	s := g.Stats()
-	if d := s.DeadBytes - before; d <= 0 || d > int64(removed)*(headLen+int64(len("key0000"))+100) {
+	if d := s.DeadBytes - before; d <= 0 || d > int64(removed)*(8+int64(len("key0000"))+100) /* a page header, the key, the value */ {
 		t.Fatalf("DeadBytes went from %d to %d after removing %d entries of 100 B", before, s.DeadBytes, removed)
 	}
 	if total := s.MainBytes + s.HotBytes + s.DeadBytes; total > g.Config().MaxBytes {

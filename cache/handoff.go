@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // ringChanged sets aside what the node may no longer serve after a ring
@@ -29,13 +31,13 @@ func (g *Group) ringChanged() {
 	g.written = map[string]string{}
 	g.writtenMu.Unlock()
 	remote := func(key string) bool { _, r := g.pick(key); return r }
-	moved := g.main.takeIf(remote)
+	moved := g.main.TakeIf(remote)
 	// A hot copy is served under its owner's contact lease: once another
 	// node owns the key, writes go there, and the old owner's lease says
 	// nothing of them. So copies of keys that moved between two other nodes
 	// go too, with those of keys this node now owns.
 	prev, _ := g.peers.(Handoffer)
-	g.hot.removeIf(func(key string) bool {
+	g.hot.RemoveIf(func(key string) bool {
 		if !remote(key) {
 			return true
 		}
@@ -45,7 +47,7 @@ func (g *Group) ringChanged() {
 		}
 		return false
 	})
-	g.handoff.removeIf(func(key string) bool { return !remote(key) })
+	g.handoff.RemoveIf(func(key string) bool { return !remote(key) })
 	term, current := g.term()
 	g.settleCopies(guard{ring: &g.ring, wantRing: g.ring.Load()}, term, current)
 	window := g.node.handoff
@@ -53,13 +55,13 @@ func (g *Group) ringChanged() {
 		return
 	}
 	for _, m := range moved {
-		if !m.e.notFound {
-			g.handoff.add(m.key, m.e, guard{})
+		if !m.E.NotFound {
+			g.handoff.Add(m.Key, m.E, nil)
 		}
 	}
-	held, _ := g.handoff.usage()
-	held += g.handoff.deadBytes()
-	g.main.setMax(g.mainMax() - held)
+	held, _ := g.handoff.Usage()
+	held += g.handoff.DeadBytes()
+	g.main.SetMax(g.mainMax() - held)
 	g.reclaim()
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {
@@ -77,8 +79,8 @@ func (g *Group) endHandoff() {
 		return // a later ring change started a new window
 	}
 	g.handoffUntil.Store(0)
-	g.handoff.clear()
-	g.main.setMax(g.mainMax()) // more room: lent at the next copy
+	g.handoff.Clear()
+	g.main.SetMax(g.mainMax()) // more room: lent at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,
@@ -151,12 +153,12 @@ func (g *Group) Handoff(key string) (Value, bool) {
 	if !remote || !g.inHandoff() || !g.node.current() {
 		return Value{}, false
 	}
-	e, ok := g.handoff.get(key, new(clock))
-	if !ok || e.notFound {
+	e, ok := g.handoff.Get(key, new(store.Clock))
+	if !ok || e.NotFound {
 		return Value{}, false
 	}
 	g.st.handoffsGiven.Add(1)
-	return e.v, true
+	return Value(e.V), true
 }
 
 // Adopt stores v for key, handed over by from, the node that owned key
@@ -182,7 +184,7 @@ func (g *Group) Adopt(key string, v Value, from string) bool {
 			return false
 		}
 		ring := gd.wantRing
-		if g.main.addIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd) {
+		if g.main.AddIfAbsent(key, g.mainEntry(key, v, term, time.Now()), gd.admits) {
 			g.reclaim()
 			g.st.handoffsTaken.Add(1)
 			g.copyOut(key)
@@ -215,12 +217,12 @@ func (g *Group) Kept(n int) []KeyValue {
 
 // values returns up to n of l's values, most recently used first,
 // remembered not-founds left out.
-func values(l *lru, n int) []KeyValue {
-	es := l.newest(n)
+func values(l *store.Store, n int) []KeyValue {
+	es := l.Newest(n)
 	out := make([]KeyValue, 0, len(es))
 	for _, e := range es {
-		if !e.e.notFound {
-			out = append(out, KeyValue{Key: e.key, Value: e.e.v})
+		if !e.E.NotFound {
+			out = append(out, KeyValue{Key: e.Key, Value: Value(e.E.V)})
 		}
 	}
 	return out

@@ -140,15 +140,15 @@ func TestHandoffWindowEnds(t *testing.T) {
 		for _, k := range []string{"a", "b", "c"} {
 			mustGet(t, c.groups[1], k, "origin:"+k)
 		}
-		full := c.groups[1].main.budget()
+		full := c.groups[1].main.MaxBytes()
 		c.move(1, 0)
-		if b, n := c.groups[1].handoff.usage(); n != 3 || c.groups[1].main.budget() != full-b {
-			t.Fatalf("handoff holds %d entries, main budget %d; want 3, %d", n, c.groups[1].main.budget(), full-b)
+		if b, n := c.groups[1].handoff.Usage(); n != 3 || c.groups[1].main.MaxBytes() != full-b {
+			t.Fatalf("handoff holds %d entries, main budget %d; want 3, %d", n, c.groups[1].main.MaxBytes(), full-b)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if _, n := c.groups[1].handoff.usage(); n != 0 || c.groups[1].main.budget() != full {
-			t.Fatalf("after the window: handoff %d entries, main budget %d; want 0, %d", n, c.groups[1].main.budget(), full)
+		if _, n := c.groups[1].handoff.Usage(); n != 0 || c.groups[1].main.MaxBytes() != full {
+			t.Fatalf("after the window: handoff %d entries, main budget %d; want 0, %d", n, c.groups[1].main.MaxBytes(), full)
 		}
 		loads := c.loads.Load()
 		mustGet(t, c.groups[0], "a", "origin:a")
@@ -165,7 +165,7 @@ func TestNoHandoffWithANegativeWindow(t *testing.T) {
 	c := newHandoffCluster(t, -1)
 	mustGet(t, c.groups[1], "a", "origin:a")
 	c.move(1, 0)
-	if _, n := c.groups[1].handoff.usage(); n != 0 {
+	if _, n := c.groups[1].handoff.Usage(); n != 0 {
 		t.Fatalf("handoff holds %d entries", n)
 	}
 	mustGet(t, c.groups[0], "a", "origin:a")
@@ -281,7 +281,7 @@ func TestHotBorrowsWithinTheHandoffBudget(t *testing.T) {
 		}
 		used("before the move")
 		c.move(1, 0) // node 0 owns every key; node 1 holds its 60 for the hand-off
-		if _, n := g.handoff.usage(); n != 60 {
+		if _, n := g.handoff.Usage(); n != 60 {
 			t.Fatalf("the hand-off holds %d values, want 60", n)
 		}
 		for i := range 100 { // copies, fetched from node 0 (which takes them over or loads)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // Sketch dimensions: 4 rows of 8,192 one-byte counters (32 KiB per group).
@@ -121,22 +123,22 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 	// gd) or revokes the lease (and moves the epoch). The copy keeps the
 	// value's own expiry, which clients are told; it is served for HotTTL
 	// from loaded at most (look).
-	e := entry{v: hv, size: entrySize(key, hv), loaded: now.UnixNano()}
+	e := store.Entry{V: store.Value(hv), Size: entrySize(key, hv), Loaded: now.UnixNano()}
 	g.lendMu.Lock()
 	defer g.lendMu.Unlock()
 	g.lend()
 	// A copy that displaces nothing (no other copy, no owned key) is kept;
 	// one that would is kept only if its key is popular.
-	if (!g.hot.fits(key, e.size) || g.main.unused() < e.size) && g.freq.estimate(key) < g.cfg.HotAfter {
+	if (!g.hot.Fits(key, e.Size) || g.main.Unused() < e.Size) && g.freq.estimate(key) < g.cfg.HotAfter {
 		return
 	}
 	if l, ok := peer.(Leaser); ok {
-		e.src = l
-		e.stamp, _ = l.Contact(now)
+		e.Ref = l
+		e.Tag, _ = l.Contact(now)
 	}
-	if g.storable(hv, now) && g.hot.add(key, e, gd) {
+	if g.storable(hv, now) && g.hot.Add(key, e, gd.admits) {
 		g.st.hotPromotions.Add(1)
-		g.main.trim() // a copy within the hot cache's part takes the room of owned keys
+		g.main.Trim() // a copy within the hot cache's part takes the room of owned keys
 	}
 }
 
@@ -150,7 +152,7 @@ func (g *Group) keepHot(key string, v Value, peer Peer, gd guard) {
 // hot together stay within MaxBytes. It evicts the least recently used
 // copies when the bound shrinks. With lendMu held.
 func (g *Group) lend() {
-	g.hot.setMax(max(g.cfg.HotBytes, 0) + g.main.room())
+	g.hot.SetMax(max(g.cfg.HotBytes, 0) + g.main.Room())
 }
 
 // reclaim takes back, after the main cache grew or its bound shrank, the
@@ -195,7 +197,7 @@ func (g *Group) HotKeys(n int) []HotKey {
 	if n < 1 {
 		return nil
 	}
-	hot := g.hot.recent(time.Now())
+	hot := recentHot(g.hot, time.Now())
 	if g.freq != nil {
 		est := g.freq.estimates(hot)
 		for i := range hot {
@@ -223,19 +225,17 @@ func (g *Group) HotKeys(n int) []HotKey {
 	return top
 }
 
-// recent returns the entries a hot lookup would serve, the one eviction
-// would reach last first, without marking them used. It holds the lock only to copy the
-// list (two walks of it, no lookups): hot hits wait on that lock. The
-// leases are asked after unlocking.
-func (l *lru) recent(now time.Time) []HotKey {
-	l.mu.RLock()
-	keys, vals := l.entries() // oldest first
-	l.mu.RUnlock()
+// recentHot returns the entries a hot lookup would serve, the one eviction
+// would reach last first, without marking them used. The store's lock is
+// held only to copy the list: hot hits wait on it. The leases are asked
+// after unlocking.
+func recentHot(l *store.Store, now time.Time) []HotKey {
+	keys, vals := l.Entries() // oldest first
 	out := make([]HotKey, 0, len(keys))
-	clk := clock{now}
+	clk := store.NewClock(now)
 	for i := len(keys) - 1; i >= 0; i-- {
-		if e := &vals[i]; !e.notFound && !e.expired(now) && leaseHolds(e, &clk) {
-			out = append(out, HotKey{Key: keys[i], Bytes: e.size})
+		if e := &vals[i]; !e.NotFound && !e.Expired(now) && leaseHolds(e, &clk) {
+			out = append(out, HotKey{Key: keys[i], Bytes: e.Size})
 		}
 	}
 	return out
@@ -244,12 +244,13 @@ func (l *lru) recent(now time.Time) []HotKey {
 // leaseHolds is Group.look's rule for a hot copy: stored without a lease,
 // or under the owner's contact epoch that still holds at clk's now (a
 // fallback copy also once the lease lapsed).
-func leaseHolds(e *entry, clk *clock) bool {
-	if e.src == nil {
+func leaseHolds(e *store.Entry, clk *store.Clock) bool {
+	src, ok := e.Ref.(Leaser)
+	if !ok {
 		return true
 	}
-	epoch, leased := e.src.Contact(clk.now())
-	return epoch == e.stamp && (leased || e.fallback)
+	epoch, leased := src.Contact(clk.Now())
+	return epoch == e.Tag && (leased || e.Mark)
 }
 
 // estimates returns the estimated count of each of keys, under one lock

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // TestHotKeys checks the order HotKeys reports: by the sketch's estimate,
@@ -39,9 +41,9 @@ func TestHotKeys(t *testing.T) {
 	for _, h := range got {
 		keys = append(keys, h.Key)
 		ests = append(ests, h.Estimate)
-		e, ok := g.hot.get(h.Key, new(clock))
-		if !ok || h.Bytes != e.size {
-			t.Errorf("%s: Bytes %d, entry %v %d", h.Key, h.Bytes, ok, e.size)
+		e, ok := g.hot.Get(h.Key, new(store.Clock))
+		if !ok || h.Bytes != e.Size {
+			t.Errorf("%s: Bytes %d, entry %v %d", h.Key, h.Bytes, ok, e.Size)
 		}
 	}
 	if want := []string{"b", "c", "e", "d", "a"}; !slices.Equal(keys, want) {
@@ -75,24 +77,24 @@ func (l lease) Contact(time.Time) (uint64, bool) { return l.epoch, l.ok }
 // lapsed or renewed lease, or a remembered not-found.
 func TestHotKeysSkipsUnservable(t *testing.T) {
 	t.Parallel()
-	l := newLRU(1 << 20)
+	l := store.New(1 << 20)
 	now := time.Now()
 	for _, c := range []struct {
 		key string
-		e   entry
+		e   store.Entry
 	}{
-		{"expired", entry{v: Value{Expires: now.Add(-time.Second)}, size: 10}},
-		{"later", entry{v: Value{Expires: now.Add(time.Hour)}, size: 20}},
-		{"forever", entry{size: 30}},
-		{"not-found", entry{notFound: true, size: 40}},
-		{"leased", entry{size: 50, src: lease{epoch: 7, ok: true}, stamp: 7}},
-		{"lapsed", entry{size: 60, src: lease{epoch: 7}, stamp: 7}},
-		{"lapsed-fallback", entry{size: 70, src: lease{epoch: 7}, stamp: 7, fallback: true}},
-		{"old-epoch", entry{size: 80, src: lease{epoch: 8, ok: true}, stamp: 7}},
+		{"expired", store.Entry{V: store.Value{Expires: now.Add(-time.Second)}, Size: 10}},
+		{"later", store.Entry{V: store.Value{Expires: now.Add(time.Hour)}, Size: 20}},
+		{"forever", store.Entry{Size: 30}},
+		{"not-found", store.Entry{NotFound: true, Size: 40}},
+		{"leased", store.Entry{Size: 50, Ref: lease{epoch: 7, ok: true}, Tag: 7}},
+		{"lapsed", store.Entry{Size: 60, Ref: lease{epoch: 7}, Tag: 7}},
+		{"lapsed-fallback", store.Entry{Size: 70, Ref: lease{epoch: 7}, Tag: 7, Mark: true}},
+		{"old-epoch", store.Entry{Size: 80, Ref: lease{epoch: 8, ok: true}, Tag: 7}},
 	} {
-		l.add(c.key, c.e, guard{})
+		l.Add(c.key, c.e, nil)
 	}
-	got := l.recent(now)
+	got := recentHot(l, now)
 	want := []HotKey{{"lapsed-fallback", 0, 70}, {"leased", 0, 50}, {"forever", 0, 30}, {"later", 0, 20}}
 	if !slices.Equal(got, want) {
 		t.Errorf("recent = %+v\nwant     %+v", got, want)
@@ -110,9 +112,9 @@ func BenchmarkHotKeys(b *testing.B) {
 		k := "key-" + strconv.Itoa(i)
 		g.freq.add(k)
 		v := Value{Data: make([]byte, 600)}
-		g.hot.add(k, entry{v: v, size: entrySize(k, v)}, guard{})
+		g.hot.Add(k, store.Entry{V: store.Value(v), Size: entrySize(k, v)}, nil)
 	}
-	if _, n := g.hot.usage(); n != 10000 {
+	if _, n := g.hot.Usage(); n != 10000 {
 		b.Fatalf("%d hot entries", n)
 	}
 	b.Run("op=hotkeys", func(b *testing.B) {

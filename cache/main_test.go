@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringcache/ringcache/cache/internal/store"
 	"go.uber.org/goleak"
 )
 
@@ -274,3 +275,11 @@ func bufferLogger(b *syncBuffer) *slog.Logger {
 // runtime_Goexit is runtime.Goexit, named so that the test reads as what it
 // simulates: t.FailNow called inside a Getter.
 var runtime_Goexit = runtime.Goexit
+
+// assertAccounting fails t if l's invariants do not hold (store.Store.Check).
+func assertAccounting(t *testing.T, l *store.Store) {
+	t.Helper()
+	if err := l.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // Result is one key's answer in GetMany: its value, or the error Get would
@@ -76,8 +78,8 @@ func (g *Group) GetMany(ctx context.Context, keys []string) []Result {
 		}
 		// A copy held here answers as Get's would; a stale one is left
 		// to Get, which may serve it if the owner fails.
-		var clk clock
-		var e entry
+		var clk store.Clock
+		var e store.Entry
 		if g.look(k, true, &clk, &e) {
 			v, err, done := g.answer(k, &e, true, &clk)
 			if done {

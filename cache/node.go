@@ -21,7 +21,7 @@
 // while cached, or soon after its eviction (a ghost of it, a 2-byte
 // fingerprint, is kept for it), outlives keys read once (PolicySLRU). A
 // hit takes a cache's lock only shared, and moves no entry: it marks its
-// record read, and the writer that needs room reorders (slru.go). They
+// record read, and the writer that needs room reorders (store/slru.go). They
 // hold entries without pointers (records in chunks, keys and values of up
 // to 2 KiB in pages of bytes), so that the collector does not visit a
 // million small entries on every cycle. A page is compacted once three
@@ -109,8 +109,10 @@
 // origin loads and peer fetches, one per key (single flight), admit.go the
 // queue of loads, handoff.go ring changes, hot.go hot copies, copies.go
 // heirs' copies, node.go the Node and its purges, cache.go the vocabulary
-// (Value, the interfaces asked of peers, the configs, Stats), lru.go,
-// slru.go and pages.go the byte-bounded store.
+// (Value, the interfaces asked of peers, the configs, Stats); the
+// byte-bounded store is package internal/store, which keeps no policy:
+// what its entries' Tag, Ref and Mark mean (Group.main) and when a value
+// may be stored (guard.admits) are this package's.
 //
 // A failed origin load is not a value, but it is remembered for ErrorTTL:
 // callers in between get the same error, and a failing origin is asked once
@@ -559,12 +561,12 @@ func (g *Group) purgeLocal(prefix string, owned bool) int {
 		g.bumpEpochs()
 		g.loads.forgetIf(match)
 		g.failed.forgetIf(match)
-		n += g.main.removeIf(match)
+		n += g.main.RemoveIf(match)
 	}
 	g.fetches.forgetIf(match)
-	n += g.hot.removeIf(match)
-	n += g.handoff.removeIf(match)
-	n += g.copies.removeIf(match)
+	n += g.hot.RemoveIf(match)
+	n += g.handoff.RemoveIf(match)
+	n += g.copies.RemoveIf(match)
 	g.st.purged.Add(int64(n))
 	return n
 }

@@ -116,9 +116,9 @@ func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, 
 	if !g.storable(v, now) {
 		// A removal, as removeLocal's; the hand-off cache too, where a ring
 		// change meanwhile may have moved the old value.
-		g.main.remove(key)
-		g.handoff.remove(key)
-	} else if !g.main.add(key, g.mainEntry(key, v, term, now), gd) {
+		g.main.Remove(key)
+		g.handoff.Remove(key)
+	} else if !g.main.Add(key, g.mainEntry(key, v, term, now), gd.admits) {
 		// Not applied (the ring changed): the old value, wherever the
 		// change left it, is still the key's.
 		return WriteResult{}, fmt.Errorf("%w of %q", errRingMoved, key)
@@ -207,7 +207,7 @@ func (g *Group) removeLocal(ctx context.Context, key string) (WriteResult, error
 	if err := ctx.Err(); err != nil {
 		return WriteResult{}, err
 	}
-	g.handoff.remove(key)
+	g.handoff.Remove(key)
 	if err := g.retiredDuring(key); err != nil {
 		return WriteResult{}, err
 	}
@@ -372,7 +372,7 @@ func (g *Group) dropLocal(key, from string, replaced bool) {
 	// owner replaces with the written value. A PUT leaves it too, for its
 	// own copy to replace (see copies.go).
 	if !replaced {
-		g.copies.remove(key)
+		g.copies.Remove(key)
 	}
 }
 
@@ -407,7 +407,7 @@ func (g *Group) term() (uint64, bool) {
 // this node (noteWrite).
 func (g *Group) invalidate(key, by string) {
 	g.fence(key, by)
-	g.main.remove(key)
+	g.main.Remove(key)
 }
 
 // fence is invalidate but for the main cache's entry, which a write
@@ -419,8 +419,8 @@ func (g *Group) fence(key, by string) {
 	g.loads.forget(key, nil)
 	g.fetches.forget(key, nil)
 	g.failed.forget(key)
-	g.hot.remove(key)
-	g.handoff.remove(key)
+	g.hot.Remove(key)
+	g.handoff.Remove(key)
 }
 
 // noteWrite records that a write of key was applied since the last ring
@@ -505,6 +505,16 @@ type guard struct {
 	// may come from a node that had not applied it (Node.HoldPurge).
 	purge     *atomic.Uint64
 	wantPurge uint64
+}
+
+// admits reports whether a value stored under g may replace an entry
+// stored at replaced (Unix nanoseconds; 0: none): g holds, and the entry
+// was not stored after the load began (a write that landed between the
+// load's look and its store, which the epoch alone cannot tell when the
+// load began after the write's epoch bump and before its store). The
+// store calls it under its lock (Store.Add).
+func (g guard) admits(replaced int64) bool {
+	return g.holds() && (g.began == 0 || replaced <= g.began)
 }
 
 func (g guard) holds() bool {

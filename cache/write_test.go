@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -82,5 +83,32 @@ func TestWrittenKeysNeverForget(t *testing.T) {
 	}
 	if !w.has(n * epochStripes) {
 		t.Fatal("a key of a spilt stripe does not count as written")
+	}
+}
+
+// TestGuardAdmits: a load's guard admits its result only while the key's
+// epoch and the ring are what they were when it began, and not over an
+// entry stored after it began (Store.Add's condition).
+func TestGuardAdmits(t *testing.T) {
+	t.Parallel()
+	var epoch, ring atomic.Uint64
+	gd := guard{epoch: &epoch, wantEpoch: epoch.Load(), ring: &ring, wantRing: ring.Load(), began: 100}
+	if !gd.admits(0) || !gd.admits(100) {
+		t.Fatal("a holding guard refused to replace nothing, or an entry stored before its load began")
+	}
+	if gd.admits(101) {
+		t.Fatal("a guard let a load replace an entry stored after it began")
+	}
+	epoch.Add(1) // a write
+	if gd.admits(0) {
+		t.Fatal("a guard admitted a load that a write overlapped")
+	}
+	gd.wantEpoch = epoch.Load()
+	ring.Add(1) // a ring change
+	if gd.admits(0) {
+		t.Fatal("a guard admitted a load that a ring change overlapped")
+	}
+	if !(guard{}).admits(1 << 62) {
+		t.Fatal("the zero guard refused")
 	}
 }

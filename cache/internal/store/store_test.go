@@ -1,8 +1,7 @@
-package cache
+package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,155 +10,65 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 	"unsafe"
 )
 
-// assertAccounting checks the invariant: reported bytes and items equal the
-// sums over the live entries, and bytes fit the budget.
-func assertAccounting(t *testing.T, l *lru) {
+// assertAccounting fails t if l's invariants do not hold (Store.Check).
+func assertAccounting(t *testing.T, l *Store) {
 	t.Helper()
-	bytes, items := l.usage()
-	wantBytes, wantItems := l.check()
-	if bytes != wantBytes || items != wantItems {
-		t.Fatalf("usage() = %d bytes, %d items; live entries sum to %d bytes, %d items", bytes, items, wantBytes, wantItems)
-	}
-	if bytes > l.maxBytes {
-		t.Fatalf("bytes %d > maxBytes %d", bytes, l.maxBytes)
-	}
-	if err := l.verify(); err != nil {
+	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// verify checks the pages against the records: every live record's bytes
-// are where its header says, each page's live count is what its records
-// hold, no closed page is left sparse, dead is what the pages hold beyond
-// that, and it fits the budget with bytes (unless one entry alone is left
-// over it).
-func (l *lru) verify() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	live := make([]int, len(l.pages))
-	var err error
-	l.each(func(id int32, r *rec) bool {
-		p := l.pages[r.page]
-		h := p.buf[r.off-headLen:]
-		if got, n := int32(binary.LittleEndian.Uint32(h)), int(binary.LittleEndian.Uint32(h[4:])); got != id || headLen+n != r.packed() {
-			err = fmt.Errorf("record %d: header says record %d, %d bytes; the record needs %d", id, got, n, r.packed())
-			return false
-		}
-		if l.index[r.hash] != id {
-			err = fmt.Errorf("record %d: not in the index", id)
-			return false
-		}
-		live[r.page] += r.packed()
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	var dead int64
-	for i, p := range l.pages {
-		if p == nil {
-			continue
-		}
-		if p.live != live[i] {
-			return fmt.Errorf("page %d: live %d, its records hold %d", i, p.live, live[i])
-		}
-		if p.live == 0 {
-			return fmt.Errorf("page %d: kept with nothing live", i)
-		}
-		if p.closed {
-			dead += int64(cap(p.buf) - p.live)
-		} else if int32(i) != l.cur {
-			return fmt.Errorf("page %d: open, but not the current page %d", i, l.cur)
-		}
-		if l.isSparse(p) {
-			return fmt.Errorf("page %d: closed with %d of %d bytes live, not compacted", i, p.live, cap(p.buf))
-		}
-	}
-	if dead != l.dead {
-		return fmt.Errorf("dead = %d, the pages hold %d", l.dead, dead)
-	}
-	if l.bytes+l.dead > l.maxBytes && l.n > 1 {
-		return fmt.Errorf("bytes %d + dead %d > maxBytes %d", l.bytes, l.dead, l.maxBytes)
-	}
-	if len(l.index) != int(l.n) {
-		return fmt.Errorf("index holds %d, n = %d", len(l.index), l.n)
-	}
-	var n int64
-	for i, li := range l.lists {
-		var bytes int64
-		for id := li.tail; id != noRecord; id = l.rec(id).next {
-			r := l.rec(id)
-			if b2i(r.flags&frequent != 0) != i {
-				return fmt.Errorf("record %d: in list %d, flagged for the other", id, i)
-			}
-			bytes += int64(r.size)
-			n++
-		}
-		if bytes != li.bytes {
-			return fmt.Errorf("list %d: holds %d bytes, counts %d", i, bytes, li.bytes)
-		}
-	}
-	if n != l.n {
-		return fmt.Errorf("the lists hold %d records, n = %d", n, l.n)
-	}
-	if p := l.lists[1]; !l.slru && p.head != noRecord {
-		return fmt.Errorf("an LRU with a protected list")
-	}
-	return nil
-}
-
 func val(n int) Value { return Value{Data: make([]byte, n)} }
 
-func addVal(l *lru, key string, n int) bool {
+func addVal(l *Store, key string, n int) bool {
 	v := val(n)
-	return l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
+	return l.Add(key, Entry{V: v, Size: EntrySize(key, v)}, nil)
 }
 
 func TestLRUAccountsBytes(t *testing.T) {
 	t.Parallel()
-	l := newLRU(10 * (entryOverhead + 100))
+	l := New(10 * (Overhead + 100))
 	addVal(l, "a", 10)
 	addVal(l, "bb", 20)
-	if b, n := l.usage(); b != 2*entryOverhead+1+10+2+20 || n != 2 {
-		t.Fatalf("usage() = %d, %d; want %d, 2", b, n, 2*entryOverhead+33)
+	if b, n := l.Usage(); b != 2*Overhead+1+10+2+20 || n != 2 {
+		t.Fatalf("usage() = %d, %d; want %d, 2", b, n, 2*Overhead+33)
 	}
 	// Replacing a key subtracts the old entry: simplelru's Add alone would not.
 	addVal(l, "a", 50)
-	if b, n := l.usage(); b != 2*entryOverhead+1+50+2+20 || n != 2 {
-		t.Fatalf("after replace usage() = %d, %d; want %d, 2", b, n, 2*entryOverhead+73)
+	if b, n := l.Usage(); b != 2*Overhead+1+50+2+20 || n != 2 {
+		t.Fatalf("after replace usage() = %d, %d; want %d, 2", b, n, 2*Overhead+73)
 	}
 	v := Value{Data: []byte("x"), ContentType: "text/plain"}
-	if got, want := entrySize("k", v), int64(1+1+10+entryOverhead); got != want {
+	if got, want := EntrySize("k", v), int64(1+1+10+Overhead); got != want {
 		t.Fatalf("entrySize = %d, want %d (key + data + content type + overhead)", got, want)
 	}
-	l.remove("a")
+	l.Remove("a")
 	assertAccounting(t, l)
-	if b, n := l.usage(); b != entryOverhead+22 || n != 1 {
+	if b, n := l.Usage(); b != Overhead+22 || n != 1 {
 		t.Fatalf("after remove usage() = %d, %d", b, n)
 	}
 }
 
 func TestLRUEvictsLeastRecentlyUsedByBytes(t *testing.T) {
 	t.Parallel()
-	size := int64(entryOverhead + 1 + 100)
-	l := newLRU(3 * size)
+	size := int64(Overhead + 1 + 100)
+	l := New(3 * size)
 	for _, k := range []string{"a", "b", "c"} {
 		addVal(l, k, 100)
 	}
-	l.get("a", new(clock)) // a is now the most recent; b is the oldest
+	l.Get("a", new(Clock)) // a is now the most recent; b is the oldest
 	addVal(l, "d", 100)
-	if _, ok := l.get("b", new(clock)); ok {
+	if _, ok := l.Get("b", new(Clock)); ok {
 		t.Fatal("b survived; it was the least recently used")
 	}
 	for _, k := range []string{"a", "c", "d"} {
-		if _, ok := l.get(k, new(clock)); !ok {
+		if _, ok := l.Get(k, new(Clock)); !ok {
 			t.Fatalf("%s was evicted", k)
 		}
 	}
@@ -168,7 +77,7 @@ func TestLRUEvictsLeastRecentlyUsedByBytes(t *testing.T) {
 	}
 	// One large entry evicts as many as it takes.
 	addVal(l, "e", int(2*size))
-	if _, n := l.usage(); n != 1 {
+	if _, n := l.Usage(); n != 1 {
 		t.Fatalf("items = %d after a 2-entry-sized add, want 1 (e alone fits)", n)
 	}
 	if got := l.evictions.Load(); got != 4 {
@@ -179,12 +88,12 @@ func TestLRUEvictsLeastRecentlyUsedByBytes(t *testing.T) {
 
 func TestLRURejectsEntryLargerThanBudget(t *testing.T) {
 	t.Parallel()
-	l := newLRU(1000)
+	l := New(1000)
 	addVal(l, "k", 10)
 	if addVal(l, "k", 1000) {
 		t.Fatal("stored an entry larger than the whole budget")
 	}
-	if _, ok := l.get("k", new(clock)); ok {
+	if _, ok := l.Get("k", new(Clock)); ok {
 		t.Fatal("the old value of k survived a rejected replacement")
 	}
 	if !addVal(l, "other", 10) {
@@ -192,7 +101,7 @@ func TestLRURejectsEntryLargerThanBudget(t *testing.T) {
 	}
 	assertAccounting(t, l)
 
-	disabled := newLRU(0)
+	disabled := New(0)
 	if addVal(disabled, "k", 0) {
 		t.Fatal("an lru with a zero budget stored an entry")
 	}
@@ -213,23 +122,23 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				l := newLRU(1 << 20)
+				l := New(1 << 20)
 				exp := tc.exp(time.Now().Add(time.Second))
 				v := Value{Data: []byte("x"), Expires: exp}
-				l.add("k", entry{v: v, size: entrySize("k", v)}, guard{})
+				l.Add("k", Entry{V: v, Size: EntrySize("k", v)}, nil)
 				time.Sleep(time.Second - time.Nanosecond)
-				e, ok := l.get("k", new(clock))
+				e, ok := l.Get("k", new(Clock))
 				if !ok {
 					t.Fatal("entry missing before its expiry")
 				}
-				if !e.v.Expires.Equal(exp) {
-					t.Fatalf("Expires = %v, stored %v", e.v.Expires, exp)
+				if !e.V.Expires.Equal(exp) {
+					t.Fatalf("Expires = %v, stored %v", e.V.Expires, exp)
 				}
 				time.Sleep(time.Nanosecond)
-				if _, ok := l.get("k", new(clock)); ok {
+				if _, ok := l.Get("k", new(Clock)); ok {
 					t.Fatal("entry served at its expiry")
 				}
-				if b, n := l.usage(); b != 0 || n != 0 {
+				if b, n := l.Usage(); b != 0 || n != 0 {
 					t.Fatalf("usage() = %d, %d after the expired entry was read, want 0, 0", b, n)
 				}
 			})
@@ -243,23 +152,23 @@ func TestLRUDropsExpiredEntryOnRead(t *testing.T) {
 func TestLRUDropExpiredKeepsAReplacement(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		l := newLRU(1 << 20)
+		l := New(1 << 20)
 		now := time.Now()
 		old := Value{Data: []byte("old"), Expires: now.Add(time.Second)}
-		l.add("k", entry{v: old, size: entrySize("k", old)}, guard{})
+		l.Add("k", Entry{V: old, Size: EntrySize("k", old)}, nil)
 		later := now.Add(2 * time.Second)
 		// The reader saw the old entry expired at later; before it drops
 		// it, a writer replaces it.
 		fresh := Value{Data: []byte("new"), Expires: now.Add(time.Minute)}
-		l.add("k", entry{v: fresh, size: entrySize("k", fresh)}, guard{})
-		l.dropExpired(l.hash("k"), "k", &clock{later})
-		e, ok := l.get("k", &clock{later})
-		if !ok || string(e.v.Data) != "new" {
-			t.Fatalf("after dropExpired: %q, %v; want the replacement kept", e.v.Data, ok)
+		l.Add("k", Entry{V: fresh, Size: EntrySize("k", fresh)}, nil)
+		l.dropExpired(l.hash("k"), "k", &Clock{later})
+		e, ok := l.Get("k", &Clock{later})
+		if !ok || string(e.V.Data) != "new" {
+			t.Fatalf("after dropExpired: %q, %v; want the replacement kept", e.V.Data, ok)
 		}
 		// Past the replacement's own expiry, it goes too.
-		l.dropExpired(l.hash("k"), "k", &clock{now.Add(2 * time.Minute)})
-		if b, n := l.usage(); b != 0 || n != 0 {
+		l.dropExpired(l.hash("k"), "k", &Clock{now.Add(2 * time.Minute)})
+		if b, n := l.Usage(); b != 0 || n != 0 {
 			t.Fatalf("usage() = %d, %d after dropping the expired replacement, want 0, 0", b, n)
 		}
 	})
@@ -273,7 +182,7 @@ func TestLRUDropExpiredKeepsAReplacement(t *testing.T) {
 // reported as a race.
 func TestLRUAccountingUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	l := newLRU(20 * (entryOverhead + 500)) // pages of pageMin bytes
+	l := New(20 * (Overhead + 500)) // pages of pageMin bytes
 	uniform := func(b []byte) bool { return len(b) == 0 || bytes.Count(b, b[:1]) == len(b) }
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -286,23 +195,23 @@ func TestLRUAccountingUnderConcurrency(t *testing.T) {
 				key := strconv.Itoa(r.IntN(100))
 				switch r.IntN(4) {
 				case 0:
-					l.remove(key)
+					l.Remove(key)
 				case 1:
-					e, ok := l.get(key, new(clock))
+					e, ok := l.Get(key, new(Clock))
 					if !ok {
 						break
 					}
 					mu.Lock()
-					if !uniform(e.v.Data) {
+					if !uniform(e.V.Data) {
 						bad++
 					}
 					if i%20 == 0 {
-						held = append(held, e.v.Data)
+						held = append(held, e.V.Data)
 					}
 					mu.Unlock()
 				default:
 					v := Value{Data: bytes.Repeat([]byte{byte(r.Uint32())}, r.IntN(1000))}
-					l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
+					l.Add(key, Entry{V: v, Size: EntrySize(key, v)}, nil)
 				}
 			}
 		})
@@ -325,23 +234,35 @@ func TestLRUAccountingUnderConcurrency(t *testing.T) {
 	}
 }
 
-func TestLRUGuardDiscardsStaleAdd(t *testing.T) {
+// TestAddAsksItsCondition: Add stores only if its condition, asked under
+// the lock, says so, and tells it when the entry it would replace was
+// loaded (0: none). The cache's guards (a write's epoch, a ring change, a
+// load older than what is stored) are built on it.
+func TestAddAsksItsCondition(t *testing.T) {
 	t.Parallel()
-	l := newLRU(1 << 20)
-	var epoch atomic.Uint64
-	want := epoch.Load()
-	epoch.Add(1) // a Remove happened while the load ran
+	l := New(1 << 20)
 	v := val(1)
-	if l.add("k", entry{v: v, size: entrySize("k", v)}, guard{epoch: &epoch, wantEpoch: want}) {
-		t.Fatal("add stored a value whose epoch had moved on")
+	if l.Add("k", Entry{V: v, Size: EntrySize("k", v), Loaded: 5}, func(int64) bool { return false }) {
+		t.Fatal("Add stored a value its condition refused")
 	}
-	if !l.add("k", entry{v: v, size: entrySize("k", v)}, guard{epoch: &epoch, wantEpoch: epoch.Load()}) {
-		t.Fatal("add refused a value with the current epoch")
+	if _, n := l.Usage(); n != 0 {
+		t.Fatalf("%d entries after a refused Add", n)
+	}
+	var told []int64
+	ok := func(replaced int64) bool { told = append(told, replaced); return true }
+	if !l.Add("k", Entry{V: v, Size: EntrySize("k", v), Loaded: 5}, ok) || !l.Add("k", Entry{V: v, Size: EntrySize("k", v), Loaded: 7}, ok) {
+		t.Fatal("Add refused a value its condition admitted")
+	}
+	if !slices.Equal(told, []int64{0, 5}) {
+		t.Fatalf("the condition was told %v, want [0 5]: nothing, then the first entry's Loaded", told)
+	}
+	if e, ok := l.Get("k", new(Clock)); !ok || e.Loaded != 7 {
+		t.Fatalf("Get = %+v, %v; want the second entry", e, ok)
 	}
 }
 
 // TestEntryOverheadMatchesHeap measures what an entry really costs, so that
-// entryOverhead (and MaxBytes with it) stays close to the heap: "bytes"
+// Overhead (and MaxBytes with it) stays close to the heap: "bytes"
 // means bytes. The key and value given to the LRU are allocations of their
 // own, as a request's key and a loaded value are; the content type is
 // either one shared string (every demo value) or one allocated per value
@@ -378,7 +299,7 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			l := newLRU(1 << 40)
+			l := New(1 << 40)
 			var charged int64
 			for _, k := range keys {
 				// A key of its own, as a request's path is not kept.
@@ -396,9 +317,9 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 						v.ContentType = strings.Clone(contentType)
 					}
 				}
-				e := entry{v: v, size: entrySize(k, v)}
-				charged += e.size
-				l.add(k, e, guard{})
+				e := Entry{V: v, Size: EntrySize(k, v)}
+				charged += e.Size
+				l.Add(k, e, nil)
 			}
 			// The budget is charged the pages' dead bytes as well (here
 			// the tails of full pages).
@@ -413,8 +334,8 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 			runtime.KeepAlive(l)
 			runtime.KeepAlive(keys)
 			ratio := heap / float64(charged)
-			t.Logf("%d entries: heap %.0f bytes per entry, charged %.0f (heap / charged %.3f); entryOverhead %d",
-				tc.n, heap/float64(tc.n), float64(charged)/float64(tc.n), ratio, entryOverhead)
+			t.Logf("%d entries: heap %.0f bytes per entry, charged %.0f (heap / charged %.3f); Overhead %d",
+				tc.n, heap/float64(tc.n), float64(charged)/float64(tc.n), ratio, Overhead)
 			// Charging more than the heap holds wastes budget; charging less
 			// lets the heap outgrow it, which is worse.
 			if ratio < 0.85 || ratio > 1.05 {
@@ -428,7 +349,7 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 // the way a node runs: a budget filled past its end and then churned by
 // random reads that store their misses, so that entries are evicted,
 // pages fragment and are compacted, and records are freed and taken again,
-// under the default policy, whose ghost table entryOverhead pays for. What
+// under the default policy, whose ghost table Overhead pays for. What
 // the budget is charged (entries and dead page bytes) must stay within 85%
 // to 105% of the heap.
 func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
@@ -441,9 +362,9 @@ func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			l := newLRU(budget)
-			l.slru = true // the default policy, whose ghost table is in entryOverhead
-			keys := int(1.375 * budget / float64(size+entryOverhead+11))
+			l := New(budget)
+			l.slru = true // the default policy, whose ghost table is in Overhead
+			keys := int(1.375 * budget / float64(size+Overhead+11))
 			key := func(i int) string { return "key-" + strconv.Itoa(1000000+i) }
 			for i := range keys {
 				addVal(l, key(i), size)
@@ -474,8 +395,8 @@ func TestEntryOverheadMatchesHeapUnderChurn(t *testing.T) {
 }
 
 // hit reports whether key is in l.
-func hit(l *lru, key string) bool {
-	_, ok := l.get(key, new(clock))
+func hit(l *Store, key string) bool {
+	_, ok := l.Get(key, new(Clock))
 	return ok
 }
 
@@ -484,7 +405,7 @@ func hit(l *lru, key string) bool {
 // larger string alive, which its accounting would not see.
 func TestLRUKeepsOnlyTheKey(t *testing.T) {
 	const n, line = 2000, 4096
-	l := newLRU(1 << 40)
+	l := New(1 << 40)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -492,7 +413,7 @@ func TestLRUKeepsOnlyTheKey(t *testing.T) {
 		s := strings.Repeat("x", line) + strconv.Itoa(i)
 		key := s[line-8:]
 		v := val(1)
-		l.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
+		l.Add(key, Entry{V: v, Size: EntrySize(key, v)}, nil)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -500,7 +421,7 @@ func TestLRUKeepsOnlyTheKey(t *testing.T) {
 	if per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n; per > line/2 {
 		t.Fatalf("each entry holds %d bytes of heap: the %d-byte strings its keys were cut from stay alive", per, line)
 	}
-	if _, ok := l.get(strings.Repeat("x", 8)+"7", new(clock)); !ok {
+	if _, ok := l.Get(strings.Repeat("x", 8)+"7", new(Clock)); !ok {
 		t.Fatal("a stored key is not found")
 	}
 }
@@ -511,50 +432,50 @@ func TestLRUKeepsOnlyTheKey(t *testing.T) {
 func TestLRUKeepsEveryField(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	owner := lease{epoch: 3, ok: true}
+	owner := &struct{ epoch uint64 }{3} // a pointer the caller keeps with the entry
 	for _, c := range []struct {
 		name string
-		e    entry
+		e    Entry
 	}{
-		{"empty", entry{}},
-		{"nil data", entry{v: Value{Data: nil}}},
-		{"not found", entry{notFound: true, v: Value{Expires: now.Add(time.Minute)}}},
-		{"small", entry{v: Value{Data: []byte("hello"), ContentType: "text/plain"}, stamp: 7, loaded: now.UnixNano()}},
-		{"large", entry{v: Value{Data: bytes.Repeat([]byte("x"), 4*packMax), ContentType: "application/json"}}},
-		{"hot copy", entry{v: Value{Data: []byte("v"), Expires: now.Add(time.Hour)}, src: owner, stamp: 3, fallback: true}},
-		{"wall expiry", entry{v: Value{Data: []byte("v"), Expires: time.Unix(0, now.Add(time.Hour).UnixNano())}}},
-		{"stale windows", entry{v: Value{Data: []byte("v"), StaleWhileRevalidate: time.Second, StaleIfError: time.Hour}}},
-		{"stale, aged", entry{v: Value{Data: []byte("v"), Stale: true, Age: 90 * time.Second}}},
-		{"no store", entry{v: Value{Data: []byte("v"), NoStore: true}}},
+		{"empty", Entry{}},
+		{"nil data", Entry{V: Value{Data: nil}}},
+		{"not found", Entry{NotFound: true, V: Value{Expires: now.Add(time.Minute)}}},
+		{"small", Entry{V: Value{Data: []byte("hello"), ContentType: "text/plain"}, Tag: 7, Loaded: now.UnixNano()}},
+		{"large", Entry{V: Value{Data: bytes.Repeat([]byte("x"), 4*packMax), ContentType: "application/json"}}},
+		{"with ref, tag and mark", Entry{V: Value{Data: []byte("v"), Expires: now.Add(time.Hour)}, Ref: owner, Tag: 3, Mark: true}},
+		{"wall expiry", Entry{V: Value{Data: []byte("v"), Expires: time.Unix(0, now.Add(time.Hour).UnixNano())}}},
+		{"stale windows", Entry{V: Value{Data: []byte("v"), StaleWhileRevalidate: time.Second, StaleIfError: time.Hour}}},
+		{"stale, aged", Entry{V: Value{Data: []byte("v"), Stale: true, Age: 90 * time.Second}}},
+		{"no store", Entry{V: Value{Data: []byte("v"), NoStore: true}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			l := newLRU(1 << 20)
+			l := New(1 << 20)
 			in := c.e
-			in.size = entrySize("key", in.v)
-			if !l.add("key", in, guard{}) {
+			in.Size = EntrySize("key", in.V)
+			if !l.Add("key", in, nil) {
 				t.Fatal("not stored")
 			}
-			got, ok := l.get("key", new(clock))
+			got, ok := l.Get("key", new(Clock))
 			if !ok {
 				t.Fatal("not found")
 			}
 			want := in
-			want.v.Checksum = Checksum(in.v.Data)
-			if gv, wv := got.v, want.v; !bytes.Equal(gv.Data, wv.Data) || (gv.Data == nil) != (wv.Data == nil) ||
+			want.V.Checksum = Checksum(in.V.Data)
+			if gv, wv := got.V, want.V; !bytes.Equal(gv.Data, wv.Data) || (gv.Data == nil) != (wv.Data == nil) ||
 				gv.ContentType != wv.ContentType || !gv.Expires.Equal(wv.Expires) ||
 				gv.StaleWhileRevalidate != wv.StaleWhileRevalidate || gv.StaleIfError != wv.StaleIfError ||
 				gv.Age != wv.Age || gv.NoStore != wv.NoStore || gv.Stale != wv.Stale || gv.Checksum != wv.Checksum {
 				t.Errorf("value = %+v\nwant    %+v", gv, wv)
 			}
-			if got.size != want.size || got.src != want.src || got.stamp != want.stamp || got.loaded != want.loaded ||
-				got.notFound != want.notFound || got.fallback != want.fallback {
+			if got.Size != want.Size || got.Ref != want.Ref || got.Tag != want.Tag || got.Loaded != want.Loaded ||
+				got.NotFound != want.NotFound || got.Mark != want.Mark {
 				t.Errorf("entry = %+v\nwant    %+v", got, want)
 			}
 			// Data is shared by every reader: appending to it must not
 			// write into the entry.
-			if cap(got.v.Data) != len(got.v.Data) {
-				t.Errorf("cap(Data) = %d, len %d", cap(got.v.Data), len(got.v.Data))
+			if cap(got.V.Data) != len(got.V.Data) {
+				t.Errorf("cap(Data) = %d, len %d", cap(got.V.Data), len(got.V.Data))
 			}
 		})
 	}
@@ -566,32 +487,32 @@ func TestLRUKeepsEveryField(t *testing.T) {
 // between is stored as changed.
 func TestLRUMovesWithoutCopying(t *testing.T) {
 	t.Parallel()
-	from, to := newLRU(1<<20), newLRU(1<<20)
+	from, to := New(1<<20), New(1<<20)
 	for i, size := range []int{0, 10, packMax, 4 * packMax} {
 		v := Value{Data: bytes.Repeat([]byte("x"), size), ContentType: "text/plain"}
 		if i == 1 {
 			v.StaleIfError = time.Minute
 		}
 		key := "key" + strconv.Itoa(i)
-		from.add(key, entry{v: v, size: entrySize(key, v)}, guard{})
+		from.Add(key, Entry{V: v, Size: EntrySize(key, v)}, nil)
 	}
-	from.add("changed", entry{v: Value{Data: bytes.Repeat([]byte("o"), 2*packMax)}, size: entrySize("changed", val(2*packMax))}, guard{})
-	for _, m := range from.takeIf(func(string) bool { return true }) {
-		e := m.e
-		if m.key == "changed" {
-			e.v.Data = bytes.Repeat([]byte("n"), 2*packMax)
+	from.Add("changed", Entry{V: Value{Data: bytes.Repeat([]byte("o"), 2*packMax)}, Size: EntrySize("changed", val(2*packMax))}, nil)
+	for _, m := range from.TakeIf(func(string) bool { return true }) {
+		e := m.E
+		if m.Key == "changed" {
+			e.V.Data = bytes.Repeat([]byte("n"), 2*packMax)
 		}
-		if !to.add(m.key, e, guard{}) {
-			t.Fatalf("%s not stored", m.key)
+		if !to.Add(m.Key, e, nil) {
+			t.Fatalf("%s not stored", m.Key)
 		}
-		got, _ := to.get(m.key, new(clock))
-		moved := len(m.e.v.Data) > 0 && unsafe.SliceData(got.v.Data) == unsafe.SliceData(m.e.v.Data)
-		if want := len(m.e.v.Data) > packMax && m.key != "changed"; moved != want {
-			t.Errorf("%s: moved without a copy = %v, want %v", m.key, moved, want)
+		got, _ := to.Get(m.Key, new(Clock))
+		moved := len(m.E.V.Data) > 0 && unsafe.SliceData(got.V.Data) == unsafe.SliceData(m.E.V.Data)
+		if want := len(m.E.V.Data) > packMax && m.Key != "changed"; moved != want {
+			t.Errorf("%s: moved without a copy = %v, want %v", m.Key, moved, want)
 		}
-		if want := e.v.Data; !bytes.Equal(got.v.Data, want) || got.v.StaleIfError != e.v.StaleIfError {
-			t.Errorf("%s: Data = %.20q (%d bytes), StaleIfError %v; want %.20q (%d bytes), %v", m.key,
-				got.v.Data, len(got.v.Data), got.v.StaleIfError, want, len(want), e.v.StaleIfError)
+		if want := e.V.Data; !bytes.Equal(got.V.Data, want) || got.V.StaleIfError != e.V.StaleIfError {
+			t.Errorf("%s: Data = %.20q (%d bytes), StaleIfError %v; want %.20q (%d bytes), %v", m.Key,
+				got.V.Data, len(got.V.Data), got.V.StaleIfError, want, len(want), e.V.StaleIfError)
 		}
 	}
 	assertAccounting(t, from)
@@ -604,26 +525,26 @@ func TestLRUMovesWithoutCopying(t *testing.T) {
 // the accounting intact.
 func TestLRUHashCollision(t *testing.T) {
 	t.Parallel()
-	l := newLRU(1 << 20)
+	l := New(1 << 20)
 	other := Value{Data: []byte("other's")}
-	o := entry{v: other, size: entrySize("other", other)}
+	o := Entry{V: other, Size: EntrySize("other", other)}
 	l.mu.Lock()
 	l.put(l.hash("key"), "other", &o)
 	l.mu.Unlock()
-	if _, ok := l.get("key", new(clock)); ok {
+	if _, ok := l.Get("key", new(Clock)); ok {
 		t.Fatal("key found: it has another key's entry")
 	}
-	l.remove("key")
-	if _, n := l.usage(); n != 1 {
+	l.Remove("key")
+	if _, n := l.Usage(); n != 1 {
 		t.Fatal("removing key removed the other key's entry")
 	}
-	if l.addIfAbsent("key", entry{v: val(3), size: entrySize("key", val(3))}, guard{}) == false {
+	if l.AddIfAbsent("key", Entry{V: val(3), Size: EntrySize("key", val(3))}, nil) == false {
 		t.Fatal("addIfAbsent: key is absent, but nothing was stored")
 	}
-	if e, ok := l.get("key", new(clock)); !ok || len(e.v.Data) != 3 {
+	if e, ok := l.Get("key", new(Clock)); !ok || len(e.V.Data) != 3 {
 		t.Fatal("key not found after it was stored")
 	}
-	if b, n := l.usage(); n != 1 || b != entrySize("key", val(3)) {
+	if b, n := l.Usage(); n != 1 || b != EntrySize("key", val(3)) {
 		t.Fatalf("usage() = %d, %d: the other key's entry should have been dropped", b, n)
 	}
 	assertAccounting(t, l)
@@ -646,7 +567,7 @@ func TestLRUCompactsPages(t *testing.T) {
 	for _, budget := range []int64{256 << 10, 16 << 10} {
 		t.Run(strconv.FormatInt(budget, 10), func(t *testing.T) {
 			t.Parallel()
-			churn(t, newLRU(budget))
+			churn(t, New(budget))
 		})
 	}
 }
@@ -704,7 +625,7 @@ func (c *clockRef) RemoveOldest() {
 	}
 }
 
-func churn(t *testing.T, l *lru) {
+func churn(t *testing.T, l *Store) {
 	ref := &clockRef{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	value := func(key string, version int, size int) []byte {
@@ -729,21 +650,21 @@ func churn(t *testing.T, l *lru) {
 				size = rng.IntN(200)
 			}
 			v := Value{Data: value(key, step, size), ContentType: "text/plain"}
-			if !l.add(key, entry{v: v, size: entrySize(key, v)}, guard{}) {
+			if !l.Add(key, Entry{V: v, Size: EntrySize(key, v)}, nil) {
 				t.Fatalf("step %d: %s not stored", step, key)
 			}
 			ref.Add(key, v.Data)
 		case op < 7:
-			l.remove(key)
+			l.Remove(key)
 			ref.Remove(key)
 		default:
-			e, ok := l.get(key, new(clock))
+			e, ok := l.Get(key, new(Clock))
 			want, wok := ref.Get(key)
-			if ok != wok || !bytes.Equal(e.v.Data, want) {
-				t.Fatalf("step %d: %s = %v, %d bytes; want %v, the %d written last", step, key, ok, len(e.v.Data), wok, len(want))
+			if ok != wok || !bytes.Equal(e.V.Data, want) {
+				t.Fatalf("step %d: %s = %v, %d bytes; want %v, the %d written last", step, key, ok, len(e.V.Data), wok, len(want))
 			}
-			if ok && len(readers) < 200 && len(e.v.Data) > 0 {
-				readers = append(readers, held{key, e.v.Data, bytes.Clone(e.v.Data)})
+			if ok && len(readers) < 200 && len(e.V.Data) > 0 {
+				readers = append(readers, held{key, e.V.Data, bytes.Clone(e.V.Data)})
 			}
 		}
 		l.mu.Lock()
@@ -778,26 +699,6 @@ func churn(t *testing.T, l *lru) {
 	assertAccounting(t, l)
 }
 
-// budget returns the byte bound.
-func (l *lru) budget() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxBytes
-}
-
-// check recomputes bytes and items by walking the live entries; tests
-// compare it with usage to prove the accounting invariant.
-func (l *lru) check() (bytes, items int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.each(func(_ int32, r *rec) bool {
-		bytes += int64(r.size)
-		items++
-		return true
-	})
-	return bytes, items
-}
-
 // TestSLRUKeepsKeysReadTwice: with PolicySLRU, keys read again while cached
 // outlive a scan of keys read once, as long as they fit in the protected
 // third (a small budget's, with no ghost table); with PolicyLRU the scan
@@ -806,15 +707,15 @@ func (l *lru) check() (bytes, items int64) {
 func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
-	one := entrySize(key("k", 0), val(100))
+	one := EntrySize(key("k", 0), val(100))
 	for _, slru := range []bool{true, false} {
-		l := newLRU(20 * one)
+		l := New(20 * one)
 		l.slru = slru
 		for i := range 20 {
 			addVal(l, key("k", i), 100)
 		}
 		for i := range 6 { // within the protected third
-			if _, ok := l.get(key("k", i), new(clock)); !ok {
+			if _, ok := l.Get(key("k", i), new(Clock)); !ok {
 				t.Fatalf("slru %v: k%03d missing before the scan", slru, i)
 			}
 		}
@@ -826,7 +727,7 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 		}
 		kept := 0
 		for i := range 6 {
-			if _, ok := l.get(key("k", i), new(clock)); ok {
+			if _, ok := l.Get(key("k", i), new(Clock)); ok {
 				kept++
 			}
 		}
@@ -837,13 +738,13 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 	// Read again, every key is protected at first; the protected list
 	// keeps a third of the budget (with no ghost table, as at this size),
 	// and the rest goes back to probation.
-	l := newLRU(20 * one)
+	l := New(20 * one)
 	l.slru = true
 	for i := range 20 {
 		addVal(l, key("k", i), 100)
 	}
 	for i := range 20 {
-		l.get(key("k", i), new(clock))
+		l.Get(key("k", i), new(Clock))
 	}
 	// A hit moves nothing; the next store, needing a victim, does.
 	addVal(l, "new", 100)
@@ -865,9 +766,9 @@ func TestSLRUKeepsKeysReadTwice(t *testing.T) {
 func TestSLRUGhostsAdmitASecondRead(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%04d", p, i) }
-	one := entrySize(key("s", 0), val(100))
+	one := EntrySize(key("s", 0), val(100))
 	for _, n := range []int64{400, 20} {
-		l := newLRU(n * one)
+		l := New(n * one)
 		l.slru = true
 		ghosts := n >= minGhostSlots
 		scan := func(p string) {
@@ -915,13 +816,13 @@ func TestSLRUGhostsAdmitASecondRead(t *testing.T) {
 func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
 	t.Parallel()
 	key := func(p string, i int) string { return fmt.Sprintf("%s%03d", p, i) }
-	one := entrySize(key("a", 0), val(100))
+	one := EntrySize(key("a", 0), val(100))
 	for _, slru := range []bool{true, false} {
-		l := newLRU(50 * one)
+		l := New(50 * one)
 		l.slru = slru
 		for i := range 20 {
 			addVal(l, key("a", i), 100)
-			l.get(key("a", i), new(clock)) // read twice
+			l.Get(key("a", i), new(Clock)) // read twice
 		}
 		for i := range 25 {
 			addVal(l, key("b", i), 100) // read once
@@ -932,7 +833,7 @@ func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
 		}
 		kept := 0
 		for i := range 20 {
-			if _, ok := l.get(key("a", i), new(clock)); ok {
+			if _, ok := l.Get(key("a", i), new(Clock)); ok {
 				kept++
 			}
 		}
@@ -948,7 +849,7 @@ func TestSLRULargeValueFlushesKeysReadOnce(t *testing.T) {
 func TestHitTakesTheLockShared(t *testing.T) {
 	t.Parallel()
 	for _, slru := range []bool{true, false} {
-		l := newLRU(1 << 20)
+		l := New(1 << 20)
 		l.slru = slru
 		for i := range 10 {
 			addVal(l, fmt.Sprintf("k%d", i), 100)
@@ -967,7 +868,7 @@ func TestHitTakesTheLockShared(t *testing.T) {
 		go func() {
 			ok := true
 			for i := range 10 {
-				_, hit := l.get(fmt.Sprintf("k%d", i), new(clock))
+				_, hit := l.Get(fmt.Sprintf("k%d", i), new(Clock))
 				ok = ok && hit
 			}
 			done <- ok

@@ -1,20 +1,8 @@
-package cache
+package store
 
 import "math/bits"
 
-// Eviction policies (GroupConfig.Policy).
-const (
-	// PolicySLRU, the default, is a segmented LRU: an entry read again
-	// while cached is protected from entries read once. See below.
-	PolicySLRU = "slru"
-	// PolicyLRU evicts the least recently used entry, as a CLOCK does:
-	// to within one lap of the cache. On the traces measured it did
-	// better than PolicySLRU only at the smallest cache of one (0.3%
-	// fewer misses); a workload that favours recency alone may prefer it.
-	PolicyLRU = "lru"
-)
-
-// With slru set, the lru is a segmented LRU counted in bytes: an entry
+// With slru set, the store is a segmented LRU counted in bytes: an entry
 // enters the probation list (recent) and moves to the protected list
 // (frequent) when it was read again, or written over, while cached. The
 // protected list holds at most a third of the capacity (3/4 with ghosts,
@@ -23,7 +11,7 @@ const (
 // recently used entry. So a key read once, or a scan, is evicted before
 // any key read twice, and a key read twice stays for as long as it is read
 // again within about the capacity.
-// Without slru the lru is a CLOCK, LRU's usual approximation: everything
+// Without slru the store is a CLOCK, LRU's usual approximation: everything
 // in the probation list, an entry read since it came to the tail goes
 // round again.
 //
@@ -42,7 +30,7 @@ const (
 //
 // A key evicted from probation leaves a ghost: a 16-bit fingerprint of its
 // hash in a table of one slot per entry the full cache holds (2 bytes an
-// entry, up to 4 while the count falls; part of entryOverhead, which the
+// entry, up to 4 while the count falls; part of Overhead, which the
 // record's 80 bytes leave room for). A key that comes back while its ghost
 // is there was read again within about one cache's worth of evictions,
 // and is admitted to the protected list at once, as ARC and 2Q admit a key
@@ -65,7 +53,7 @@ const minGhostSlots = 32
 // that changes by less than half or twice keeps its table, and its
 // ghosts: the hot cache's room moves with what the main cache leaves
 // free. The caller holds mu exclusively.
-func (l *lru) sizeGhosts() {
+func (l *Store) sizeGhosts() {
 	n := l.n
 	if !l.slru || n < minGhostSlots {
 		n = 0
@@ -78,14 +66,14 @@ func (l *lru) sizeGhosts() {
 // ghostSlot returns the slot of hash h and the fingerprint h leaves there:
 // the slot from h's high bits, the fingerprint from its low ones, so that
 // the keys of one slot differ in theirs.
-func (l *lru) ghostSlot(h uint64) (*uint16, uint16) {
+func (l *Store) ghostSlot(h uint64) (*uint16, uint16) {
 	i, _ := bits.Mul64(h, uint64(len(l.ghosts)))
 	return &l.ghosts[i], uint16(h) | 1
 }
 
 // haunt leaves the ghost of record id, about to be evicted from
 // probation.
-func (l *lru) haunt(id int32) {
+func (l *Store) haunt(id int32) {
 	if len(l.ghosts) > 0 {
 		s, fp := l.ghostSlot(l.rec(id).hash)
 		*s = fp
@@ -94,7 +82,7 @@ func (l *lru) haunt(id int32) {
 
 // ghost reports whether hash h left a ghost that is still there, and
 // clears it.
-func (l *lru) ghost(h uint64) bool {
+func (l *Store) ghost(h uint64) bool {
 	if len(l.ghosts) == 0 {
 		return false
 	}
@@ -108,7 +96,7 @@ func (l *lru) ghost(h uint64) bool {
 
 // protectedLimit is the protected list's part of the capacity: 3/4 with a
 // ghost table, which admits keys to it on their second read, else 1/3.
-func (l *lru) protectedLimit() int64 {
+func (l *Store) protectedLimit() int64 {
 	c := max(l.maxBytes-l.lent(), 0)
 	if len(l.ghosts) > 0 {
 		return c / 4 * 3
@@ -133,13 +121,13 @@ func b2i(b bool) int {
 // admit returns the list a new entry of hash h goes to: the protected one
 // (1) for a key written over while cached or whose ghost is found, else
 // probation (0).
-func (l *lru) admit(replaced bool, h uint64) int {
+func (l *Store) admit(replaced bool, h uint64) int {
 	return b2i(l.slru && (replaced || l.ghost(h)))
 }
 
 // touch marks record id read: the next writer looking for a victim gives
 // it another lap. The caller holds mu, shared or not.
-func (l *lru) touch(id int32) {
+func (l *Store) touch(id int32) {
 	if r := l.ref(id); r.Load() == 0 {
 		r.Store(1)
 	}
@@ -147,7 +135,7 @@ func (l *lru) touch(id int32) {
 
 // referenced clears record id's reference bit and reports whether it was
 // set. The caller holds mu exclusively.
-func (l *lru) referenced(id int32) bool {
+func (l *Store) referenced(id int32) bool {
 	return l.ref(id).Swap(0) != 0
 }
 
@@ -155,7 +143,7 @@ func (l *lru) referenced(id int32) bool {
 // front of the probation list while it holds more than its share; one
 // read since it came there goes to the protected front instead. The
 // caller holds mu exclusively.
-func (l *lru) demote() {
+func (l *Store) demote() {
 	if !l.slru {
 		return
 	}
@@ -173,7 +161,7 @@ func (l *lru) demote() {
 // if there is none. Entries read on the way are moved as the policy says
 // (touch); a probation victim leaves its ghost. The caller holds mu
 // exclusively.
-func (l *lru) victim(protect int32) int32 {
+func (l *Store) victim(protect int32) int32 {
 	p := &l.lists[0]
 	for id := p.tail; id != noRecord && !(id == protect && p.head == id); id = p.tail {
 		switch {
@@ -196,7 +184,7 @@ func (l *lru) victim(protect int32) int32 {
 }
 
 // evict drops id, which victim chose. The caller holds mu.
-func (l *lru) evict(id int32) {
+func (l *Store) evict(id int32) {
 	l.drop(id)
 	l.evictions.Add(1)
 }

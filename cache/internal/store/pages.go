@@ -1,4 +1,4 @@
-package cache
+package store
 
 import (
 	"cmp"
@@ -10,7 +10,7 @@ import (
 	"unsafe"
 )
 
-// packMax is the largest value whose bytes go into the lru's pages with
+// packMax is the largest value whose bytes go into the store's pages with
 // its key and content type. A larger value keeps an allocation of its own,
 // which costs the collector one object per value (few: a budget holds at
 // most one per packMax bytes) and is not copied unless it sits in a buffer
@@ -41,12 +41,12 @@ const (
 	// compactLive/compactOf of it is live: copying up to a third of what it
 	// reclaims.
 	compactLive, compactOf = 1, 4
-	// Dead bytes are bounded for the whole lru, however the pages
+	// Dead bytes are bounded for the whole store, however the pages
 	// fragment: once they exceed 1/deadHigh of the budget (or one page),
 	// the pages with the fewest live bytes are compacted until they are
 	// under 1/deadLow of it (clean). Pages die piecemeal under random
 	// reads and mostly whole under a scan; either way the budget holds
-	// entries, not holes: a full lru holds 0.97 of the entries its budget
+	// entries, not holes: a full store holds 0.97 of the entries its budget
 	// pays for or more, from a budget of 4.5 MiB up, and from 2.25 MiB up
 	// for values under 1.9 KiB, whose tails in 64 KiB pages are small (a
 	// smaller budget has pages of more than 1/deadHigh of it). Dead bytes
@@ -55,19 +55,19 @@ const (
 	deadHigh, deadLow = 36, 56
 )
 
-// rec is what the lru holds for one entry besides its bytes. It has no
+// rec is what the store holds for one entry besides its bytes. It has no
 // pointers, so that the records of a million entries are a few objects the
 // collector marks and never scans.
 type rec struct {
 	hash uint64
 	// exp is the value's expiry (with hasExpiry): an offset from the
-	// lru's base on the monotonic clock, or with wallClock Unix
+	// store's base on the monotonic clock, or with wallClock Unix
 	// nanoseconds, as Value.Expires had a monotonic reading or not.
-	exp             int64
-	checksum, stamp uint64
-	loaded          int64
+	exp           int64
+	checksum, tag uint64
+	loaded        int64
 	// size is the entry's accounted size and dlen its value's length:
-	// 32 bits each, which keeps a record at 80 bytes (the lru stores no
+	// 32 bits each, which keeps a record at 80 bytes (the store stores no
 	// entry of 4 GiB or more).
 	size, dlen uint32
 	// prev and next link the records of a list from the least recently
@@ -94,7 +94,7 @@ const (
 	noStore   // Value.NoStore
 	stale     // Value.Stale
 	nilData   // Value.Data is nil (not merely empty)
-	leased    // src is in lru.srcs
+	leased    // src is in Store.srcs
 	frequent  // in the protected list (slru.go)
 )
 
@@ -109,7 +109,7 @@ type page struct {
 	live int
 	// closed marks a page nothing more goes into: all of cap(buf) that
 	// is not live is dead. The one page that is not closed, the current
-	// one, is a fixed cost of the lru, as its unused tail is.
+	// one, is a fixed cost of the store, as its unused tail is.
 	closed bool
 	// own marks a page of one entry too large to share one: it is never
 	// sparse, as compacting it would only copy it to another of its own.
@@ -117,7 +117,7 @@ type page struct {
 }
 
 // rec returns record id.
-func (l *lru) rec(id int32) *rec { return &l.recs[id/recChunk].recs[id%recChunk] }
+func (l *Store) rec(id int32) *rec { return &l.recs[id/recChunk].recs[id%recChunk] }
 
 // recBlock is recChunk records and their reference bits. A hit sets its
 // record's bit under the read lock, with an atomic store (slru.go); the
@@ -131,7 +131,7 @@ type recBlock struct {
 
 // ref returns record id's reference bit: 1 if the entry was read since it
 // was stored or last given another lap (slru.go).
-func (l *lru) ref(id int32) *atomic.Uint32 { return &l.recs[id/recChunk].refs[id%recChunk] }
+func (l *Store) ref(id int32) *atomic.Uint32 { return &l.recs[id/recChunk].refs[id%recChunk] }
 
 // view is what decode needs of an entry, copied under mu: its record, its
 // page and, as the record says, its large value and its lease. The bytes
@@ -140,11 +140,11 @@ type view struct {
 	rec
 	buf  []byte
 	data *byte
-	src  Leaser
+	src  any
 }
 
 // view returns record id's view. The caller holds mu.
-func (l *lru) view(id int32) view {
+func (l *Store) view(id int32) view {
 	v := view{rec: *l.rec(id)}
 	v.buf = l.pages[v.page].buf
 	if v.dlen > packMax {
@@ -164,7 +164,7 @@ func bytesAt(buf []byte, r *rec, off, n int) []byte {
 }
 
 // key returns r's key. The caller holds mu.
-func (l *lru) key(r *rec) string { return keyIn(l.pages[r.page].buf, r) }
+func (l *Store) key(r *rec) string { return keyIn(l.pages[r.page].buf, r) }
 
 // keyIn returns r's key, whose bytes are in buf.
 func keyIn(buf []byte, r *rec) string {
@@ -188,7 +188,7 @@ func (r *rec) packed() int {
 }
 
 // clock returns now on r.exp's clock.
-func (l *lru) clock(r *rec, now time.Time) int64 {
+func (l *Store) clock(r *rec, now time.Time) int64 {
 	if r.flags&wallClock != 0 {
 		return now.UnixNano()
 	}
@@ -199,7 +199,7 @@ func (l *lru) clock(r *rec, now time.Time) int64 {
 // the monotonic clock if t has a monotonic reading (a time.Now plus a TTL),
 // as time.Time's own comparisons use it; else Unix nanoseconds (an expiry
 // from another node), compared with the wall clock.
-func (l *lru) expiry(t time.Time) (exp int64, wall bool) {
+func (l *Store) expiry(t time.Time) (exp int64, wall bool) {
 	if t == t.Round(0) { // no monotonic reading to strip
 		switch sec := t.Unix(); {
 		case sec >= math.MaxInt64/int64(time.Second):
@@ -232,7 +232,7 @@ func extras(buf []byte, r *rec) (swr, sie, age time.Duration) {
 }
 
 // graces returns the longer of r's own stale windows: an entry is kept that
-// long past its expiry, or the LRU's staleGrace if longer, to be served
+// long past its expiry, or the store's staleGrace if longer, to be served
 // stale.
 func graces(buf []byte, r *rec) time.Duration {
 	swr, sie, _ := extras(buf, r)
@@ -240,13 +240,13 @@ func graces(buf []byte, r *rec) time.Duration {
 }
 
 // decode sets *e to the entry v shows. Its key, content type and Data are over
-// the lru's pages (or a large value's own allocation), shared with every
+// the store's pages (or a large value's own allocation), shared with every
 // other reader.
-func (l *lru) decode(v *view, e *entry) {
+func (l *Store) decode(v *view, e *Entry) {
 	r := &v.rec
-	*e = entry{size: int64(r.size), stamp: r.stamp, loaded: r.loaded, src: v.src,
-		notFound: r.flags&notFound != 0, fallback: r.flags&fallback != 0}
-	val := &e.v
+	*e = Entry{Size: int64(r.size), Tag: r.tag, Loaded: r.loaded, Ref: v.src,
+		NotFound: r.flags&notFound != 0, Mark: r.flags&fallback != 0}
+	val := &e.V
 	off := int(r.klen)
 	if r.ctlen > 0 {
 		val.ContentType = unsafe.String(&bytesAt(v.buf, r, off, 1)[0], r.ctlen)
@@ -275,7 +275,7 @@ func (l *lru) decode(v *view, e *entry) {
 }
 
 // newRec returns a free record, growing the records by a chunk if none is.
-func (l *lru) newRec() int32 {
+func (l *Store) newRec() int32 {
 	if l.free == noRecord {
 		base := int32(len(l.recs) * recChunk)
 		c := new(recBlock)
@@ -298,7 +298,7 @@ func (l *lru) newRec() int32 {
 // does not fit, so one that took only live entries (as a compaction's
 // destination does) closes more than (compactOf-1)/compactOf live, which is
 // not sparse.
-func (l *lru) reserve(id int32, n int) (pi int32, off uint32) {
+func (l *Store) reserve(id int32, n int) (pi int32, off uint32) {
 	need := headLen + n
 	switch {
 	case need*compactOf > l.pageSize:
@@ -325,7 +325,7 @@ func (l *lru) reserve(id int32, n int) (pi int32, off uint32) {
 
 // addPage adds a page of at least size bytes (all of its allocation's size
 // class) and returns its index.
-func (l *lru) addPage(size int) int32 {
+func (l *Store) addPage(size int) int32 {
 	p := &page{buf: slices.Grow([]byte(nil), size)}
 	if k := len(l.freePages); k > 0 {
 		pi := l.freePages[k-1]
@@ -339,7 +339,7 @@ func (l *lru) addPage(size int) int32 {
 
 // closePage ends additions to page pi: all of it that is not live, its
 // unused tail included, becomes dead.
-func (l *lru) closePage(pi int32) {
+func (l *Store) closePage(pi int32) {
 	p := l.pages[pi]
 	l.dead += int64(cap(p.buf) - p.live)
 	l.note()
@@ -353,7 +353,7 @@ func (l *lru) closePage(pi int32) {
 }
 
 // sparse_ reports whether closed page p is to be compacted.
-func (l *lru) isSparse(p *page) bool {
+func (l *Store) isSparse(p *page) bool {
 	return p.closed && !p.own && p.live*compactOf < cap(p.buf)*compactLive
 }
 
@@ -361,7 +361,7 @@ func (l *lru) isSparse(p *page) bool {
 // compacting them may add to. It runs after each change of the pages that
 // may close one (an entry stored, an entry dropped), so that between
 // them no closed page is sparse.
-func (l *lru) settle() {
+func (l *Store) settle() {
 	for k := len(l.sparse); k > 0; k = len(l.sparse) {
 		pi := l.sparse[k-1]
 		l.sparse = l.sparse[:k-1]
@@ -382,7 +382,7 @@ func (l *lru) settle() {
 // on the page it fills. A pass that cannot get under the bound (the tails
 // alone are over it) sets cleanFloor, so that the next waits for more
 // entries to die. The caller holds mu.
-func (l *lru) clean() {
+func (l *Store) clean() {
 	l.cleaning = true
 	defer func() { l.cleaning = false }()
 	type candidate struct {
@@ -416,7 +416,7 @@ func (l *lru) clean() {
 
 // drop removes record id: from the index and the list, its bytes dead. The
 // caller holds mu.
-func (l *lru) drop(id int32) {
+func (l *Store) drop(id int32) {
 	r := l.rec(id)
 	l.unlink(id)
 	delete(l.index, r.hash)
@@ -450,7 +450,7 @@ func (l *lru) drop(id int32) {
 // compact copies the live entries of closed page pi to the current page
 // and drops pi. The copies' records point at them; a reader still holding
 // the old bytes keeps them, unchanged.
-func (l *lru) compact(pi int32) {
+func (l *Store) compact(pi int32) {
 	l.compactions++
 	p := l.pages[pi]
 	for o := 0; o+headLen <= len(p.buf); {
@@ -472,7 +472,7 @@ func (l *lru) compact(pi int32) {
 }
 
 // freePage drops page pi, which no live entry holds.
-func (l *lru) freePage(pi int32) {
+func (l *Store) freePage(pi int32) {
 	if p := l.pages[pi]; p.closed {
 		l.dead -= int64(cap(p.buf))
 		l.note()
@@ -485,7 +485,7 @@ func (l *lru) freePage(pi int32) {
 }
 
 // unlink takes record id out of its list.
-func (l *lru) unlink(id int32) {
+func (l *Store) unlink(id int32) {
 	r := l.rec(id)
 	li := &l.lists[b2i(r.flags&frequent != 0)]
 	if r.prev != noRecord {
@@ -503,7 +503,7 @@ func (l *lru) unlink(id int32) {
 }
 
 // pushFront makes record id the most recently used of list i.
-func (l *lru) pushFront(id int32, i int) {
+func (l *Store) pushFront(id int32, i int) {
 	r := l.rec(id)
 	li := &l.lists[i]
 	if i == 1 {

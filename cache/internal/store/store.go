@@ -1,8 +1,18 @@
-package cache
+// Package store is ringcache's byte-bounded store: entries without
+// pointers (records in chunks, keys and values of up to 2 KiB in pages of
+// bytes), so that the collector does not visit a million small entries on
+// every cycle, evicted by a segmented LRU or a CLOCK (slru.go) when their
+// bytes and the pages' dead bytes pass the budget (pages.go).
+//
+// It keeps no policy of its own beyond the bytes: what an entry's Tag, Mark
+// and Ref mean (a term, a lease, a fallback), and when an entry may be
+// stored (Add's condition), belong to the cache above it.
+package store
 
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/crc32"
 	"hash/maphash"
 	"math"
 	"sync"
@@ -11,7 +21,7 @@ import (
 	"unsafe"
 )
 
-// entryOverhead is what one cached entry costs beyond its key, value and
+// Overhead is what one cached entry costs beyond its key, value and
 // content type bytes: its record (80 bytes), its slot in the index (a
 // uint64 and an int32, 16 bytes in a table kept between 7/16 and 7/8
 // full), the 8-byte header before its bytes in a page, its slot in the
@@ -20,59 +30,82 @@ import (
 // with runtime.MemStats, once filled and once churned
 // (TestEntryOverheadMatchesHeap and ...UnderChurn keep this honest): it
 // varies with how full the index's tables are, from about 115 to 140. The
-// pages' dead bytes are not in it: the lru counts them against the budget
-// as they arise.
-const entryOverhead = 140
+// pages' dead bytes are not in it: the store counts them against the
+// budget as they arise.
+const Overhead = 140
 
-// entry is one key's entry as the LRU hands it out and takes it in.
-type entry struct {
-	// v is the value served; v.Expires is the effective expiry (zero: none).
-	v Value
-	// size is the entry's accounted size in bytes, fixed when it is added.
-	size int64
-	// src, for a hot copy, is the owner whose contact lease it is served
-	// under (nil: no lease, HotTTL alone bounds it).
-	src Leaser
-	// stamp is the term (main cache) or the contact epoch of src (hot
-	// cache) the entry was stored under; it is served only while that
-	// still holds.
-	stamp uint64
-	// loaded is when the entry was loaded or written, in Unix nanoseconds,
-	// for a stale answer's Age.
-	loaded int64
-	// notFound marks a remembered ErrNotFound: v is empty.
-	notFound bool
-	// fallback marks a hot copy loaded here because src could not be
-	// reached: it is served without a lease, until src is in contact again.
-	fallback bool
+// Value is a cached value: the fields of cache.Value, which converts to
+// and from it.
+type Value struct {
+	Data                               []byte
+	ContentType                        string
+	Expires                            time.Time
+	StaleWhileRevalidate, StaleIfError time.Duration
+	Age                                time.Duration
+	NoStore                            bool
+	Stale                              bool
+	Checksum                           uint64
 }
 
-// clock is one reading of time.Now, taken when first asked for: a hit reads
+// Checksum is the checksum Add stores with a value (cache.Checksum says
+// what it is for): CRC-32C in the high 32 bits and the IEEE CRC-32 in the
+// low.
+func Checksum(data []byte) uint64 {
+	return uint64(crc32.Checksum(data, castagnoli))<<32 | uint64(crc32.ChecksumIEEE(data))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Entry is one key's entry as the store hands it out and takes it in. Tag,
+// Mark and Ref are the caller's: the store keeps them with the entry and
+// hands them back unread.
+type Entry struct {
+	// V is the value; V.Expires is its expiry (zero: none), past which
+	// (and its stale windows, Store.SetStaleGrace) Get drops it.
+	V Value
+	// Size is the entry's accounted size in bytes (EntrySize), fixed when
+	// it is added.
+	Size int64
+	// Ref is a pointer the caller keeps with the entry. Few entries should
+	// have one: it is held in a map with pointers, which the collector
+	// visits.
+	Ref any
+	// Tag is a number the caller keeps with the entry.
+	Tag uint64
+	// Loaded is when the value was loaded or written, in Unix
+	// nanoseconds: Add's condition is told it of the entry it replaces.
+	Loaded int64
+	// NotFound marks a remembered absence: V is empty.
+	NotFound bool
+	// Mark is a bit the caller keeps with the entry.
+	Mark bool
+}
+
+// Clock is one reading of time.Now, taken when first asked for: a hit reads
 // the clock once, however many of its checks need it, and not at all when
 // none does (a value that never expires, under no lease).
-type clock struct{ t time.Time }
+type Clock struct{ t time.Time }
 
-func (c *clock) now() time.Time {
+// NewClock returns a clock that reads now.
+func NewClock(now time.Time) Clock { return Clock{now} }
+
+// Now returns the clock's reading, taking it on the first call.
+func (c *Clock) Now() time.Time {
 	if c.t.IsZero() {
 		c.t = time.Now()
 	}
 	return c.t
 }
 
-// expired reports whether e must no longer be served at now.
-func (e *entry) expired(now time.Time) bool {
-	return !e.v.Expires.IsZero() && !now.Before(e.v.Expires)
+// Expired reports whether e must no longer be served at now.
+func (e *Entry) Expired(now time.Time) bool {
+	return !e.V.Expires.IsZero() && !now.Before(e.V.Expires)
 }
 
-// EntryBytes is what an entry costs against GroupConfig.MaxBytes: its key,
-// value and content type bytes and a fixed overhead (the sizing rule,
-// deploy/README.md). A budget of C entries is C times it; a group holds at
-// least 0.97 C of them, the rest going to its pages' dead bytes.
-func EntryBytes(key string, v Value) int64 { return entrySize(key, v) }
-
-// entrySize is the accounted size of an entry for key holding v.
-func entrySize(key string, v Value) int64 {
-	n := int64(len(key)) + int64(len(v.Data)) + int64(len(v.ContentType)) + entryOverhead
+// EntrySize is the accounted size of an entry for key holding v: its key,
+// value and content type bytes and Overhead.
+func EntrySize(key string, v Value) int64 {
+	n := int64(len(key)) + int64(len(v.Data)) + int64(len(v.ContentType)) + Overhead
 	if hasExtras(v) {
 		n += extraLen
 	}
@@ -85,8 +118,8 @@ func hasExtras(v Value) bool {
 	return v.StaleWhileRevalidate != 0 || v.StaleIfError != 0 || v.Age != 0
 }
 
-// lru is a byte-bounded LRU whose entries the collector does not visit: a
-// map from the key's 64-bit hash (maphash, seeded per lru) to a record
+// Store is a byte-bounded LRU whose entries the collector does not visit: a
+// map from the key's 64-bit hash (maphash, seeded per Store) to a record
 // index, records in chunks, and keys, content types and small values in
 // pages of bytes, none of which hold pointers. A budget of small values is
 // a million entries; kept as objects with pointers, every collection would
@@ -101,10 +134,10 @@ func hasExtras(v Value) bool {
 //
 // Two keys with the same hash (about one chance in 10^7 among a million
 // keys) cannot both be cached: storing one drops the other, as an eviction
-// would. An lru is safe for concurrent use.
-type lru struct {
+// would. An Store is safe for concurrent use.
+type Store struct {
 	// mu is held shared by a hit, which only sets its record's reference
-	// bit (slru.go), and exclusively by everything that changes the lru.
+	// bit (slru.go), and exclusively by everything that changes the store.
 	mu       sync.RWMutex
 	maxBytes int64 // guarded by mu
 	// staleGrace is how long past their expiry entries are kept to be
@@ -126,24 +159,24 @@ type lru struct {
 	cur       int32   // the page entries are added to; noRecord: none yet
 	sparse    []int32 // pages closed sparse, to be compacted
 	big       map[int32]*byte
-	srcs      map[int32]Leaser
+	srcs      map[int32]any
 	ghosts    []uint16 // fingerprints of keys evicted from probation (slru.go)
 	cleaning  bool     // clean is running: the compactions it makes do not start another
 	// cleanFloor is the dead bytes under which clean does not run again
 	// after a pass that could not bring them under 1/deadLow of the budget.
 	cleanFloor int64
-	slru       bool // the policy is PolicySLRU (slru.go), else PolicyLRU
+	slru       bool // a segmented LRU (slru.go), else a CLOCK
 	bytes      int64
 	dead       int64
 	// used is charged(), published after every change of it (note),
-	// for the lru that shares its budget with this one to read without mu.
+	// for the store that shares its budget with this one to read without mu.
 	used atomic.Int64
-	// share, if not nil, is the lru this one shares its budget with (the
-	// hot cache, for the main cache): up to sharePart of what share uses
-	// counts against this lru's bound. What share holds beyond sharePart
-	// it borrowed from the room this lru left free, and gives it back
-	// when this lru grows (Group.lend).
-	share     *lru
+	// share, if not nil, is the store this one shares its budget with (the
+	// cache's hot copies, for its main cache): up to sharePart of what share uses
+	// counts against this store's bound. What share holds beyond sharePart
+	// it borrowed from the room this store left free, and gives it back
+	// when this store grows (the cache lends: cache.Group.lend).
+	share     *Store
 	sharePart int64
 	// compactions counts the pages compacted, for tests.
 	compactions int64
@@ -151,41 +184,41 @@ type lru struct {
 	evictions atomic.Int64
 }
 
-// newLRU returns an lru holding at most maxBytes; maxBytes <= 0 makes an lru
+// New returns a store holding at most maxBytes; maxBytes <= 0 makes a store
 // that stores nothing (a disabled hot cache).
-func newLRU(maxBytes int64) *lru {
+func New(maxBytes int64) *Store {
 	// A page of pageMax bytes where it is under the dead bytes' bound,
 	// else at most half of it and a sixteenth of the budget (pages.go).
 	ps := int64(pageMax)
 	for ps > pageMin && (ps > maxBytes/16 || ps == pageMax && ps > maxBytes/deadHigh) {
 		ps /= 2
 	}
-	l := &lru{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
+	l := &Store{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
 	l.reset()
 	return l
 }
 
 // reset drops every entry. The caller holds mu (or owns l).
-func (l *lru) reset() {
+func (l *Store) reset() {
 	l.index = make(map[uint64]int32)
 	l.recs, l.free, l.n = nil, noRecord, 0
 	l.lists = [2]reclist{{noRecord, noRecord, 0}, {noRecord, noRecord, 0}}
 	l.pages, l.freePages, l.cur, l.sparse = nil, nil, noRecord, nil
-	l.big, l.srcs = make(map[int32]*byte), make(map[int32]Leaser)
+	l.big, l.srcs = make(map[int32]*byte), make(map[int32]any)
 	l.bytes, l.dead = 0, 0
 	l.note()
 }
 
 // note publishes charged() (used). The caller holds mu.
-func (l *lru) note() { l.used.Store(l.charged()) }
+func (l *Store) note() { l.used.Store(l.charged()) }
 
-// charged is what counts against maxBytes of the lru's own: its entries
+// charged is what counts against maxBytes of the store's own: its entries
 // and its pages' dead bytes. The ghost table (slru.go) has a slot per
-// entry, in entryOverhead. The caller holds mu.
-func (l *lru) charged() int64 { return l.bytes + l.dead }
+// entry, in Overhead. The caller holds mu.
+func (l *Store) charged() int64 { return l.bytes + l.dead }
 
-// lent returns the bytes of share that count against this lru's bound.
-func (l *lru) lent() int64 {
+// lent returns the bytes of share that count against this store's bound.
+func (l *Store) lent() int64 {
 	if l.share == nil {
 		return 0
 	}
@@ -194,13 +227,13 @@ func (l *lru) lent() int64 {
 
 // over reports whether the entries, the dead bytes and the share's part
 // exceed the bound. The caller holds mu.
-func (l *lru) over() bool { return l.charged()+l.lent() > l.maxBytes }
+func (l *Store) over() bool { return l.charged()+l.lent() > l.maxBytes }
 
-func (l *lru) hash(key string) uint64 { return maphash.String(l.seed, key) }
+func (l *Store) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
 // lookup returns the record of key, whose hash is h, or noRecord. The
 // caller holds mu.
-func (l *lru) lookup(h uint64, key string) int32 {
+func (l *Store) lookup(h uint64, key string) int32 {
 	id, ok := l.index[h]
 	if !ok || l.key(l.rec(id)) != key {
 		return noRecord
@@ -208,13 +241,13 @@ func (l *lru) lookup(h uint64, key string) int32 {
 	return id
 }
 
-// get returns key's entry as getInto finds it.
-func (l *lru) get(key string, clk *clock) (e entry, ok bool) {
-	ok = l.getInto(key, clk, &e)
+// Get returns key's entry as GetInto finds it.
+func (l *Store) Get(key string, clk *Clock) (e Entry, ok bool) {
+	ok = l.GetInto(key, clk, &e)
 	return e, ok
 }
 
-// getInto sets *e to key's entry and marks it recently used. An entry past
+// GetInto sets *e to key's entry and marks it recently used. An entry past
 // its expiry and grace at clk's now is dropped and reported missing (false,
 // *e untouched); one within its grace is returned (the caller tells it is
 // stale by its expiry). A hit decodes into the caller's entry rather than
@@ -222,7 +255,7 @@ func (l *lru) get(key string, clk *clock) (e entry, ok bool) {
 // its copies to show. The clock is read, and the expiry tested, after the
 // lock is released: every hit of the group takes that lock, and a clock
 // read is as long as the rest of what it guards.
-func (l *lru) getInto(key string, clk *clock, e *entry) bool {
+func (l *Store) GetInto(key string, clk *Clock, e *Entry) bool {
 	h := l.hash(key)
 	l.mu.RLock()
 	id := l.lookup(h, key)
@@ -244,14 +277,14 @@ func (l *lru) getInto(key string, clk *clock, e *entry) bool {
 // past reports whether r, whose bytes are in buf, is past its expiry and
 // grace at clk's now: no longer to be served, even stale. It reads clk only
 // for an entry that expires.
-func (l *lru) past(r *rec, buf []byte, clk *clock) bool {
-	return r.flags&hasExpiry != 0 && l.clock(r, clk.now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(buf, r))))
+func (l *Store) past(r *rec, buf []byte, clk *Clock) bool {
+	return r.flags&hasExpiry != 0 && l.clock(r, clk.Now()) >= satAdd(r.exp, int64(max(l.staleGrace, graces(buf, r))))
 }
 
 // dropExpired drops key's entry, whose hash is h, if it is past its expiry
 // and grace at clk's now. It looks the key up again: another caller may
 // have replaced the entry since it was read.
-func (l *lru) dropExpired(h uint64, key string, clk *clock) {
+func (l *Store) dropExpired(h uint64, key string, clk *Clock) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if id := l.lookup(h, key); id != noRecord {
@@ -261,47 +294,51 @@ func (l *lru) dropExpired(h uint64, key string, clk *clock) {
 	}
 }
 
-// add stores e under key, replacing any entry for key, and evicts least
-// recently used entries until the bytes fit. e is stored only if g holds at
-// the moment of storing (checked under mu): this is how a load that raced
-// with a Remove, a Set or a ring change is discarded. An entry larger than
-// the whole budget is not stored, but still replaces (removes) the old
-// entry. add reports whether e was stored.
+// Add stores e under key, replacing any entry for key, and evicts entries
+// by the policy until the bytes fit. If ok is not nil, e is stored only if
+// ok, called under the lock with the Loaded of the entry e would replace
+// (0: none), returns true: the cache discards this way a load that raced
+// with a write or a ring change. An entry larger than the whole budget is
+// not stored, but still replaces (removes) the old entry. Add reports
+// whether e was stored. ok must be quick and call no user code.
 //
 // The entry's key, content type and a small value are copied into the
-// lru's pages, so that a key cut from a request line does not hold the
+// store's pages, so that a key cut from a request line does not hold the
 // whole line alive, uncounted; a large value is kept as it is, unless it
 // sits in a buffer much larger than itself.
-func (l *lru) add(key string, e entry, g guard) bool {
+func (l *Store) Add(key string, e Entry, ok func(replaced int64) bool) bool {
 	// Once per store, outside the lock, rather than once per read.
-	e.v.Checksum = Checksum(e.v.Data)
-	if d := e.v.Data; len(d) > packMax && cap(d)-len(d) > len(d)/8 {
+	e.V.Checksum = Checksum(e.V.Data)
+	if d := e.V.Data; len(d) > packMax && cap(d)-len(d) > len(d)/8 {
 		// A large value is kept as it is, but not with capacity the
 		// budget does not see (a value read into a larger buffer).
-		e.v.Data = bytes.Clone(d)
+		e.V.Data = bytes.Clone(d)
 	}
 	h := l.hash(key)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !g.holds() {
-		return false
-	}
-	if old, ok := l.index[h]; ok && g.began != 0 && l.rec(old).loaded > g.began {
-		return false // stored after the load began: newer than the load's result
+	if ok != nil {
+		var replaced int64
+		if id, found := l.index[h]; found {
+			replaced = l.rec(id).loaded
+		}
+		if !ok(replaced) {
+			return false
+		}
 	}
 	return l.put(h, key, &e)
 }
 
 // put is add under mu, for key's hash h (which tests choose, to make two
 // keys collide).
-func (l *lru) put(h uint64, key string, e *entry) bool {
+func (l *Store) put(h uint64, key string, e *Entry) bool {
 	// Whatever is stored under h (key's own entry, or a colliding key's)
 	// is replaced, not kept beside it.
 	old, replaced := l.index[h]
 	if replaced {
 		l.drop(old)
 	}
-	v := &e.v
+	v := &e.V
 	var data *byte // a large value's own allocation, kept as it is
 	if len(v.Data) > packMax {
 		data = unsafe.SliceData(v.Data)
@@ -314,18 +351,18 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	if data == nil {
 		n += len(v.Data)
 	}
-	if e.size > l.maxBytes || e.size > math.MaxUint32 || uint64(headLen+n) > math.MaxUint32 || uint64(len(v.Data)) > math.MaxUint32 {
+	if e.Size > l.maxBytes || e.Size > math.MaxUint32 || uint64(headLen+n) > math.MaxUint32 || uint64(len(v.Data)) > math.MaxUint32 {
 		return false
 	}
 	id := l.newRec()
 	r := l.rec(id)
-	*r = rec{hash: h, checksum: v.Checksum, stamp: e.stamp, loaded: e.loaded, size: uint32(e.size),
+	*r = rec{hash: h, checksum: v.Checksum, tag: e.Tag, loaded: e.Loaded, size: uint32(e.Size),
 		dlen: uint32(len(v.Data)), klen: uint32(len(key)), ctlen: uint32(len(v.ContentType))}
 	for _, f := range []struct {
 		on   bool
 		flag uint16
-	}{{e.notFound, notFound}, {e.fallback, fallback}, {v.NoStore, noStore}, {v.Stale, stale}, {v.Data == nil, nilData},
-		{xlen > 0, hasExtra}, {e.src != nil, leased}} {
+	}{{e.NotFound, notFound}, {e.Mark, fallback}, {v.NoStore, noStore}, {v.Stale, stale}, {v.Data == nil, nilData},
+		{xlen > 0, hasExtra}, {e.Ref != nil, leased}} {
 		if f.on {
 			r.flags |= f.flag
 		}
@@ -352,14 +389,14 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	} else {
 		copy(b, v.Data)
 	}
-	if e.src != nil {
-		l.srcs[id] = e.src
+	if e.Ref != nil {
+		l.srcs[id] = e.Ref
 	}
 	l.settle()
 	l.index[h] = id
 	l.pushFront(id, l.admit(replaced, h))
 	l.n++
-	l.bytes += e.size
+	l.bytes += e.Size
 	l.demote()
 	if l.over() {
 		l.sizeGhosts()
@@ -375,9 +412,9 @@ func (l *lru) put(h uint64, key string, e *entry) bool {
 	return true
 }
 
-// fits reports whether an entry of size bytes for key would be stored
+// Fits reports whether an entry of size bytes for key would be stored
 // without evicting another: it replaces key's own entry, if any.
-func (l *lru) fits(key string, size int64) bool {
+func (l *Store) Fits(key string, size int64) bool {
 	h := l.hash(key)
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -390,8 +427,8 @@ func (l *lru) fits(key string, size int64) bool {
 	return size <= free
 }
 
-// remove drops key.
-func (l *lru) remove(key string) {
+// Remove drops key.
+func (l *Store) Remove(key string) {
 	h := l.hash(key)
 	l.mu.Lock()
 	if id := l.lookup(h, key); id != noRecord {
@@ -400,16 +437,16 @@ func (l *lru) remove(key string) {
 	l.mu.Unlock()
 }
 
-// keyed is an entry with its key, as takeIf and walk hand them out.
-type keyed struct {
-	key string
-	e   entry
+// Keyed is an entry with its key, as takeIf and walk hand them out.
+type Keyed struct {
+	Key string
+	E   Entry
 }
 
 // each calls f with every record, least recently used first (the recent
 // list's, then the frequent list's), until f returns false; f may drop the
 // record it is given. The caller holds mu.
-func (l *lru) each(f func(id int32, r *rec) bool) {
+func (l *Store) each(f func(id int32, r *rec) bool) {
 	for i := range l.lists {
 		for id := l.lists[i].tail; id != noRecord; {
 			r := l.rec(id)
@@ -422,19 +459,19 @@ func (l *lru) each(f func(id int32, r *rec) bool) {
 	}
 }
 
-// takeIf removes every entry for which take returns true and returns them,
+// TakeIf removes every entry for which take returns true and returns them,
 // least recently used first. take runs under mu: it must be quick and call
 // no user code.
-func (l *lru) takeIf(take func(key string) bool) []keyed {
+func (l *Store) TakeIf(take func(key string) bool) []Keyed {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []keyed
+	var out []Keyed
 	l.each(func(id int32, r *rec) bool {
 		if k := l.key(r); take(k) {
 			v := l.view(id)
-			var e entry
+			var e Entry
 			l.decode(&v, &e)
-			out = append(out, keyed{k, e})
+			out = append(out, Keyed{k, e})
 			l.drop(id)
 		}
 		return true
@@ -442,32 +479,35 @@ func (l *lru) takeIf(take func(key string) bool) []keyed {
 	return out
 }
 
-// newest returns up to n entries, the one eviction would reach last first
+// Newest returns up to n entries, the one eviction would reach last first
 // (about the most recently used: a read counts when the eviction that
 // reaches its entry gives it another lap, slru.go), without marking them
 // used.
-func (l *lru) newest(n int) []keyed {
+func (l *Store) Newest(n int) []Keyed {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	out := make([]keyed, 0, min(int64(n), l.n))
+	out := make([]Keyed, 0, min(int64(n), l.n))
 	for i := len(l.lists) - 1; i >= 0; i-- {
 		for id := l.lists[i].head; id != noRecord && len(out) < n; id = l.rec(id).prev {
 			v := l.view(id)
-			var e entry
+			var e Entry
 			l.decode(&v, &e)
-			out = append(out, keyed{keyIn(v.buf, &v.rec), e})
+			out = append(out, Keyed{keyIn(v.buf, &v.rec), e})
 		}
 	}
 	return out
 }
 
-// entries returns every key and its entry, least recently used first,
-// without marking them used. The caller holds mu.
-func (l *lru) entries() ([]string, []entry) {
-	keys, es := make([]string, 0, l.n), make([]entry, 0, l.n)
+// Entries returns every key and its entry, least recently used first,
+// without marking them used. It holds the lock only to copy the list (two
+// walks of it, no lookups).
+func (l *Store) Entries() ([]string, []Entry) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	keys, es := make([]string, 0, l.n), make([]Entry, 0, l.n)
 	l.each(func(id int32, r *rec) bool {
 		v := l.view(id)
-		var e entry
+		var e Entry
 		l.decode(&v, &e)
 		keys, es = append(keys, keyIn(v.buf, r)), append(es, e)
 		return true
@@ -475,9 +515,9 @@ func (l *lru) entries() ([]string, []entry) {
 	return keys, es
 }
 
-// addIfAbsent is add for a key that has no entry yet: it stores nothing
+// AddIfAbsent is Add for a key that has no entry yet: it stores nothing
 // (and reports false) when key has one.
-func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
+func (l *Store) AddIfAbsent(key string, e Entry, ok func(replaced int64) bool) bool {
 	h := l.hash(key)
 	l.mu.RLock()
 	id := l.lookup(h, key)
@@ -485,30 +525,30 @@ func (l *lru) addIfAbsent(key string, e entry, g guard) bool {
 	if id != noRecord {
 		return false
 	}
-	// Another add may slip in between: it stores a value at least as new
-	// (a write or a load), and this one then replaces it only if the guard
-	// still holds, which a write would have broken.
-	return l.add(key, e, g)
+	// Another Add may slip in between: the caller's ok decides whether
+	// this one replaces it (the cache's guard: a write in between broke it).
+	return l.Add(key, e, ok)
 }
 
-// setMax changes the byte bound, evicting least recently used entries
+// SetMax changes the byte bound, evicting least recently used entries
 // until the bytes fit.
-func (l *lru) setMax(maxBytes int64) {
+func (l *Store) SetMax(maxBytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.maxBytes = maxBytes
 	l.trimLocked()
 }
 
-// trim evicts the least recently used entries until the bound holds again:
-// for the main cache, after the hot cache grew within its part.
-func (l *lru) trim() {
+// Trim evicts the least recently used entries until the bound holds again:
+// for a store that shares its budget, after the other store grew within
+// its part.
+func (l *Store) Trim() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.trimLocked()
 }
 
-func (l *lru) trimLocked() {
+func (l *Store) trimLocked() {
 	for l.over() {
 		v := l.victim(noRecord)
 		if v == noRecord {
@@ -520,16 +560,16 @@ func (l *lru) trimLocked() {
 	l.note()
 }
 
-// room returns the bytes the bound leaves unused, the share's part taken.
-func (l *lru) room() int64 {
+// Room returns the bytes the bound leaves unused, the share's part taken.
+func (l *Store) Room() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return max(0, l.maxBytes-l.charged()-l.lent())
 }
 
-// unused returns the bytes neither this lru nor its share uses: what an
+// Unused returns the bytes neither this store nor its share uses: what an
 // entry of the share may take without evicting anything.
-func (l *lru) unused() int64 {
+func (l *Store) Unused() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	var shared int64
@@ -539,16 +579,16 @@ func (l *lru) unused() int64 {
 	return l.maxBytes - l.charged() - shared
 }
 
-// clear drops every entry.
-func (l *lru) clear() {
+// Clear drops every entry.
+func (l *Store) Clear() {
 	l.mu.Lock()
 	l.reset()
 	l.mu.Unlock()
 }
 
-// removeIf drops every key for which drop returns true and returns how many
+// RemoveIf drops every key for which drop returns true and returns how many
 // it dropped. drop runs under mu: it must be quick and call no user code.
-func (l *lru) removeIf(drop func(key string) bool) int {
+func (l *Store) RemoveIf(drop func(key string) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
@@ -562,17 +602,55 @@ func (l *lru) removeIf(drop func(key string) bool) int {
 	return n
 }
 
-// deadBytes returns the bytes of closed pages that no entry holds, until a
+// DeadBytes returns the bytes of closed pages that no entry holds, until a
 // compaction drops them: they count against the budget with the entries.
-func (l *lru) deadBytes() int64 {
+func (l *Store) DeadBytes() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.dead
 }
 
-// usage returns the accounted bytes and the number of entries.
-func (l *lru) usage() (bytes, items int64) {
+// Usage returns the accounted bytes and the number of entries.
+func (l *Store) Usage() (bytes, items int64) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.bytes, l.n
 }
+
+// Share makes up to part bytes of what s holds count against this store's
+// bound: s borrows the rest from the room this store leaves free, and gives
+// it back when this store grows (the caller trims s then). Call it before
+// the stores are used.
+func (l *Store) Share(s *Store, part int64) { l.share, l.sharePart = s, part }
+
+// SetSLRU picks the eviction policy: a segmented LRU if on, else a CLOCK
+// (slru.go). Call it before the store is used.
+func (l *Store) SetSLRU(on bool) { l.slru = on }
+
+// SetStaleGrace keeps entries up to d past their expiry, to be served
+// stale, when their own stale windows are shorter. Call it before the
+// store is used.
+func (l *Store) SetStaleGrace(d time.Duration) { l.staleGrace = d }
+
+// MaxBytes returns the byte bound.
+func (l *Store) MaxBytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.maxBytes
+}
+
+// Evictions returns how many entries were evicted to make room.
+func (l *Store) Evictions() int64 { return l.evictions.Load() }
+
+// Compactions returns how many pages were compacted.
+func (l *Store) Compactions() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.compactions
+}
+
+// PageSize returns the size of the store's pages.
+func (l *Store) PageSize() int { return l.pageSize }
+
+// Shares returns the store Share gave this one and its part.
+func (l *Store) Shares() (*Store, int64) { return l.share, l.sharePart }

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"hash/maphash"
 	"sync/atomic"
 	"time"
 
@@ -99,30 +98,6 @@ func (g *Group) closeHandoff() {
 // inHandoff reports whether a hand-off window is open.
 func (g *Group) inHandoff() bool {
 	return time.Now().UnixNano() < g.handoffUntil.Load()
-}
-
-// takeOverGuard returns the guard under which a value of key that the node
-// from hands over (Adopt, pull) may be stored, and false if none may: when
-// a write of key was applied since the last ring change by another node
-// than from, or by this one. A write applied by from comes before its
-// hand-over (a node hands its values over only once it no longer applies
-// writes of them: Node.Retire, or its ring moved them away), so the value
-// is the newest. The guard fails on any later write of key, and on a ring
-// change.
-func (g *Group) takeOverGuard(key, from string) (guard, bool) {
-	i := maphash.String(g.seed, key) % epochStripes
-	g.writtenMu.Lock()
-	defer g.writtenMu.Unlock()
-	gd := guard{epoch: &g.epochs[i], ring: &g.ring, wantRing: g.ring.Load()}
-	if g.written == nil {
-		gd.wantEpoch = g.snap[i].Load()
-		return gd, g.epochs[i].Load() == gd.wantEpoch
-	}
-	if by, ok := g.written[key]; ok && (by == "" || by != from) {
-		return guard{}, false
-	}
-	gd.wantEpoch = g.epochs[i].Load()
-	return gd, true
 }
 
 // Handoff returns this node's value of key for a node that took over key

@@ -94,7 +94,7 @@
 //	eviction, expiry                    any -> absent (expiry: after its stale windows)
 //
 // A store happens only under a guard taken when the load, fetch or write
-// began (guard, in write.go): the key's write epoch (a write bumped it), the
+// began (guard.go): the key's write epoch (a write bumped it), the
 // ring counter (a ring change bumped it) and, for a value taken from
 // another node, the purge generation. An owner's load that a write voided
 // answers with what the write left (it waits for the write to end), never
@@ -107,12 +107,13 @@
 // Files follow the paths: group.go reads, many.go batches of reads,
 // write.go writes (and PeerView, the group as its peers reach it), load.go
 // origin loads and peer fetches, one per key (single flight), admit.go the
-// queue of loads, handoff.go ring changes, hot.go hot copies, copies.go
-// heirs' copies, node.go the Node and its purges, cache.go the vocabulary
-// (Value, the interfaces asked of peers, the configs, Stats); the
-// byte-bounded store is package internal/store, which keeps no policy:
-// what its entries' Tag, Ref and Mark mean (Group.main) and when a value
-// may be stored (guard.admits) are this package's.
+// queue of loads, guard.go what may be stored, handoff.go ring changes,
+// hot.go hot copies, copies.go heirs' copies, node.go the Node and its
+// purges, cache.go the vocabulary (Value, the interfaces asked of peers,
+// the configs, Stats). The byte-bounded store is package internal/store,
+// which keeps no policy: what its entries' Tag, Ref and Mark mean
+// (Group.main) and when a value may be stored (guard.admits) are this
+// package's.
 //
 // A failed origin load is not a value, but it is remembered for ErrorTTL:
 // callers in between get the same error, and a failing origin is asked once
@@ -529,14 +530,6 @@ func (ps *inPurges) active() bool {
 		}
 	}
 	return len(ps.ids) > 0
-}
-
-// takeGuard returns gd, for a value taken from another node beginning
-// now, with the purge generation; ok is false while a purge is in
-// progress (nothing taken from another node is kept then).
-func (g *Group) takeGuard(gd guard) (_ guard, ok bool) {
-	gd.purge, gd.wantPurge = &g.purges.gen, g.purges.gen.Load()
-	return gd, !g.purges.active()
 }
 
 func (g *Group) bumpEpochs() {

@@ -489,45 +489,6 @@ func (w *writtenKeys) has(h uint64) bool {
 // exact is has without the spilt stripes: only the keys remembered as such.
 func (w *writtenKeys) exact(h uint64) bool { return w.recent.Contains(h) }
 
-// guard is what a load read before it began: the key's write epoch, the
-// group's ring generation and the time. A load whose guard no longer holds
-// when it completes raced with a write of its key or a ring change, and its
-// result is not stored; nor is it stored over an entry stored after the
-// load began (a write that landed between the load's look and its store:
-// the epoch alone cannot tell, when the load began after the write's epoch
-// bump and before its store). The zero guard always holds.
-type guard struct {
-	epoch, ring         *atomic.Uint64
-	wantEpoch, wantRing uint64
-	began               int64 // Unix nanoseconds; 0: replace whatever is there
-	// purge, if not nil, is the group's purge generation, for a value
-	// taken from another node: one taken while a purge was in progress
-	// may come from a node that had not applied it (Node.HoldPurge).
-	purge     *atomic.Uint64
-	wantPurge uint64
-}
-
-// admits reports whether a value stored under g may replace an entry
-// stored at replaced (Unix nanoseconds; 0: none): g holds, and the entry
-// was not stored after the load began (a write that landed between the
-// load's look and its store, which the epoch alone cannot tell when the
-// load began after the write's epoch bump and before its store). The
-// store calls it under its lock (Store.Add).
-func (g guard) admits(replaced int64) bool {
-	return g.holds() && (g.began == 0 || replaced <= g.began)
-}
-
-func (g guard) holds() bool {
-	return (g.epoch == nil || g.epoch.Load() == g.wantEpoch) && (g.ring == nil || g.ring.Load() == g.wantRing) &&
-		(g.purge == nil || g.purge.Load() == g.wantPurge)
-}
-
-// loadGuard returns the guard of a load or fetch of key beginning now.
-func (g *Group) loadGuard(key string) guard {
-	e := g.epoch(key)
-	return guard{epoch: e, wantEpoch: e.Load(), ring: &g.ring, wantRing: g.ring.Load()}
-}
-
 func (g *Group) checkSet(key string, v Value) error {
 	if key == "" {
 		return ErrBadKey

@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -146,4 +147,35 @@ func BenchmarkGetMiss(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkCopiesShare reads random keys of a space four times a group's
+// budget while copies of other nodes' keys arrive, N-1 for each read (as
+// at copies=N when every node reads alike), and reports the part of the
+// bytes that copies hold once it settled (copies-share): own values read
+// again outrank copies, which are never read, so copies hold less than
+// (N-1)/N.
+func BenchmarkCopiesShare(b *testing.B) {
+	for _, copies := range []int{2, 3} {
+		b.Run(fmt.Sprintf("copies=%d", copies), func(b *testing.B) {
+			const n = 4000
+			v := Value{Data: make([]byte, 200)}
+			g := newTestGroup(b, GroupConfig{MaxBytes: n * EntryBytes("own00000", v), Copies: copies},
+				func(context.Context, string) (Value, error) { return v, nil })
+			rng := rand.New(rand.NewPCG(1, 2))
+			ctx := context.Background()
+			var stamp uint64
+			for b.Loop() {
+				if _, err := g.Get(ctx, fmt.Sprintf("own%05d", rng.IntN(4*n))); err != nil {
+					b.Fatal(err)
+				}
+				for range copies - 1 {
+					stamp++
+					g.KeepCopy(fmt.Sprintf("cpy%05d", rng.IntN(4*n*(copies-1))), v, "node1", stamp)
+				}
+			}
+			s := g.Stats()
+			b.ReportMetric(float64(s.CopyBytes)/float64(s.MainBytes+s.CopyBytes), "copies-share")
+		})
+	}
 }

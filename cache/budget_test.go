@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/ringcache/ringcache/cache/internal/store"
 )
 
 // TestGroupHoldsWhatTheSizingRuleSays: a group given the budget of C
@@ -111,4 +113,61 @@ func TestCompactionDoesNotChaseTails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCopiesShareTheBudgetByAge: with copies, a group's own values and the
+// copies it keeps as an heir share MaxBytes, and under pressure the older
+// goes, a copy before a value of the group's own of the same age: own
+// values take the whole budget while no copies come, newer copies
+// displace the oldest own values, and newer own values the copies.
+func TestCopiesShareTheBudgetByAge(t *testing.T) {
+	t.Parallel()
+	const n = 1000 // entries the budget pays for
+	v := func(key string) Value { return Value{Data: []byte("v:" + key)} }
+	own := func(i int) string { return fmt.Sprintf("own%04d", i) }
+	cp := func(i int) string { return fmt.Sprintf("cpy%04d", i) }
+	g := newTestGroup(t, GroupConfig{MaxBytes: n * EntryBytes(own(0), v(own(0))), Copies: 2},
+		func(_ context.Context, key string) (Value, error) { return v(key), nil })
+	held := func(key func(int) string, from, to int) (n int) {
+		for i := from; i < to; i++ {
+			if _, ok := g.main.Get(key(i), new(store.Clock)); ok {
+				n++
+			} else if _, ok := g.copies.Get(key(i), new(store.Clock)); ok {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range n {
+		mustGet(t, g, own(i), "v:"+own(i))
+	}
+	if s := g.Stats(); s.MainItems < n*9/10 {
+		t.Fatalf("own values hold %d entries of a budget of %d with no copies: the copies' room went unused", s.MainItems, n)
+	}
+	for i := range n / 2 {
+		if !g.KeepCopy(cp(i), v(cp(i)), "node1", uint64(i+1)) {
+			t.Fatalf("copy %d refused", i)
+		}
+	}
+	if h := held(cp, 0, n/2); h < n/2*9/10 {
+		t.Fatalf("%d of %d copies held: newer copies gave way to older values", h, n/2)
+	}
+	if h := held(own, 0, n/4); h != 0 {
+		t.Fatalf("%d of the %d oldest own values held: they outlived newer copies", h, n/4)
+	}
+	if h := held(own, 3*n/4, n); h < n/4*9/10 {
+		t.Fatalf("%d of the %d newest own values held", h, n/4)
+	}
+	for i := n; i < 2*n; i++ {
+		mustGet(t, g, own(i), "v:"+own(i))
+	}
+	if h := held(cp, 0, n/2); h != 0 {
+		t.Fatalf("%d copies held after %d newer own values: older copies outlived them", h, n)
+	}
+	s := g.Stats()
+	if total := s.MainBytes + s.CopyBytes + s.DeadBytes; total > g.Config().MaxBytes {
+		t.Fatalf("main %d + copies %d + dead %d = %d bytes > MaxBytes %d", s.MainBytes, s.CopyBytes, s.DeadBytes, total, g.Config().MaxBytes)
+	}
+	assertAccounting(t, g.main)
+	assertAccounting(t, g.copies)
 }

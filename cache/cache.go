@@ -233,7 +233,8 @@ type GroupConfig struct {
 	// Copies is how many nodes hold each value: its owner and Copies-1
 	// heirs, the nodes that would own the key next (see CopyPlacer), so
 	// that a crash of the owner costs the origin nothing. Copies of other
-	// nodes' values take (Copies-1)/Copies of MaxBytes. If zero, 1 (no
+	// nodes' values share MaxBytes with this node's own: under pressure a
+	// copy is evicted before a value of its own of the same age. If zero, 1 (no
 	// copies). At most MaxCopies. It needs a PeerPicker that is a
 	// CopyPlacer (transport.Pool is); with any other, no copies are kept.
 	Copies int
@@ -441,7 +442,7 @@ type Stats struct {
 	HotItems      int64 // entries in the hot cache
 	// Copies (GroupConfig.Copies > 1): values of other nodes' keys held
 	// here as an heir, and how copies moved.
-	CopyBytes      int64 // bytes of copies held here (their own part of MaxBytes)
+	CopyBytes      int64 // bytes of copies held here (sharing MaxBytes with MainBytes)
 	CopyItems      int64 // copies held here
 	CopiesSent     int64 // copies of this node's values an heir took, after a load, hand-off or write
 	CopiesKept     int64 // copies taken from owners

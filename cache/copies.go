@@ -40,9 +40,12 @@ import (
 //     an heir of; the owners send theirs to their new heirs (RepairCopies,
 //     run by the transport at a bounded rate).
 //
-// Copies have their own part of the budget, (Copies-1)/Copies of MaxBytes:
-// with N copies a node holds, on average, N-1 values of other nodes for
-// each of its own.
+// Copies share MaxBytes with the node's own values (store.Pair): under
+// pressure the older of the two candidates is evicted, a copy before a
+// value of the node's own stored at the same time, and a value of its own
+// read again (protected by the eviction policy) before neither. With N
+// copies a node receives N-1 copies for each value it loads, so copies
+// settle at about (N-1)/N of what the two hold when both are read alike.
 
 // A CopyPlacer is a PeerPicker that places copies of keys.
 type CopyPlacer interface {
@@ -80,17 +83,18 @@ type copying = writes
 // replicates reports whether the group keeps copies on other nodes.
 func (g *Group) replicates() bool { return g.cfg.Copies > 1 && g.placer != nil }
 
-// copiesPart is the part of MaxBytes that copies of other nodes' values
-// may take.
-func copiesPart(cfg GroupConfig) int64 {
+// copiesBytes is the bound of a group's copies store: none without
+// copies; with them, MaxBytes, shared with the main cache (store.Pair).
+func copiesBytes(cfg GroupConfig) int64 {
 	if cfg.Copies <= 1 {
 		return 0
 	}
-	return cfg.MaxBytes / int64(cfg.Copies) * int64(cfg.Copies-1)
+	return cfg.MaxBytes
 }
 
-// mainMax is the main cache's bound when no hand-off holds any of it.
-func (g *Group) mainMax() int64 { return g.cfg.MaxBytes - copiesPart(g.cfg) }
+// mainMax is the main cache's bound when no hand-off holds any of it: all
+// of MaxBytes, which copies share.
+func (g *Group) mainMax() int64 { return g.cfg.MaxBytes }
 
 // nextStamp returns a stamp higher than every one this node gave before,
 // across restarts too as long as the clock does not go back: the sequence

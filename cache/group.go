@@ -118,15 +118,18 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 		tenure:  n.tenure,
 		node:    n,
 		log:     log,
-		main:    store.New(cfg.MaxBytes - copiesPart(cfg)),
+		main:    store.New(cfg.MaxBytes),
 		hot:     store.New(hotBytes),
-		copies:  store.New(copiesPart(cfg)),
+		copies:  store.New(copiesBytes(cfg)),
 		handoff: store.New(cfg.MaxBytes),
 		seed:    maphash.MakeSeed(),
 		gate:    newLoadGate(cfg),
 	}
 	// One budget: the hot cache's part counts against the main cache's
 	// only as far as copies use it (lend).
+	if cfg.Copies > 1 {
+		store.Pair(g.main, g.copies)
+	}
 	g.main.Share(g.hot, hotBytes)
 	g.main.SetSLRU(cfg.Policy == PolicySLRU)
 	g.hot.SetSLRU(cfg.Policy == PolicySLRU)

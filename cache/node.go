@@ -148,8 +148,9 @@
 // cache, and before a write is acknowledged; an heir keeps the newest copy
 // by the owner's stamp, never serves it while the owner is in its ring,
 // hands it to a node whose fetch from the owner failed, and moves it to its
-// main cache at the ring change that makes it the owner. Copies take
-// (N-1)/N of MaxBytes. copies.go has the whole life of a copy.
+// main cache at the ring change that makes it the owner. Copies share
+// MaxBytes with the node's own values, a copy evicted before a value of
+// the same age. copies.go has the whole life of a copy.
 //
 // # Hot keys
 //

@@ -157,11 +157,25 @@ func (l *Store) demote() {
 
 // victim returns the entry to evict, never protect (the entry just added):
 // the least recently used of the probation list that was not read since
-// it came there, else the protected list's least recently used; noRecord
-// if there is none. Entries read on the way are moved as the policy says
-// (touch); a probation victim leaves its ghost. The caller holds mu
-// exclusively.
+// it came there (settleTail), else the protected list's least recently
+// used; noRecord if there is none. A probation victim leaves its ghost.
+// The caller holds mu exclusively.
 func (l *Store) victim(protect int32) int32 {
+	if id := l.settleTail(protect); id != noRecord {
+		l.haunt(id)
+		return id
+	}
+	if id := l.lists[1].tail; id != noRecord && id != protect {
+		return id
+	}
+	return noRecord
+}
+
+// settleTail returns the least recently used entry of the probation list
+// that was not read since it came there, never protect; noRecord if there
+// is none. Entries read on the way are moved as the policy says (touch).
+// The caller holds mu exclusively.
+func (l *Store) settleTail(protect int32) int32 {
 	p := &l.lists[0]
 	for id := p.tail; id != noRecord && !(id == protect && p.head == id); id = p.tail {
 		switch {
@@ -169,16 +183,12 @@ func (l *Store) victim(protect int32) int32 {
 			l.unlink(id)
 			l.pushFront(id, 0)
 		case !l.referenced(id):
-			l.haunt(id)
 			return id
 		default:
 			l.unlink(id)
 			l.pushFront(id, b2i(l.slru))
 			l.demote()
 		}
-	}
-	if id := l.lists[1].tail; id != noRecord && id != protect {
-		return id
 	}
 	return noRecord
 }

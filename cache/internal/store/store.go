@@ -40,8 +40,8 @@ import (
 type Store struct {
 	// mu is held shared by a hit, which only sets its record's reference
 	// bit (slru.go), and exclusively by everything that changes the store.
-	mu       sync.RWMutex
-	maxBytes int64 // guarded by mu
+	mu       *sync.RWMutex // shared with pool, if any (Pair)
+	maxBytes int64         // guarded by mu
 	// staleGrace is how long past their expiry entries are kept to be
 	// served stale (the group's longer stale window; zero for hot copies).
 	staleGrace time.Duration
@@ -80,6 +80,11 @@ type Store struct {
 	// when this store grows (the cache lends: cache.Group.lend).
 	share     *Store
 	sharePart int64
+	// pool, if not nil, is the other store of a pair (Pair): they share mu
+	// and the primaries' bound, and evict the older of their candidates.
+	// backup marks the store of the pair that holds the backups.
+	pool   *Store
+	backup bool
 	// compactions counts the pages compacted, for tests.
 	compactions int64
 
@@ -95,7 +100,7 @@ func New(maxBytes int64) *Store {
 	for ps > pageMin && (ps > maxBytes/16 || ps == pageMax && ps > maxBytes/deadHigh) {
 		ps /= 2
 	}
-	l := &Store{maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
+	l := &Store{mu: new(sync.RWMutex), maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
 	l.reset()
 	return l
 }
@@ -120,16 +125,27 @@ func (l *Store) note() { l.used.Store(l.charged()) }
 func (l *Store) charged() int64 { return l.bytes + l.dead }
 
 // lent returns the bytes of share that count against this store's bound.
+// With a pool (Pair), all of the backups' bytes do. The caller holds mu.
 func (l *Store) lent() int64 {
-	if l.share == nil {
-		return 0
+	var n int64
+	if l.share != nil {
+		n = min(l.share.used.Load(), l.sharePart)
 	}
-	return min(l.share.used.Load(), l.sharePart)
+	if l.pool != nil && !l.backup {
+		n += l.pool.charged()
+	}
+	return n
 }
 
 // over reports whether the entries, the dead bytes and the share's part
-// exceed the bound. The caller holds mu.
-func (l *Store) over() bool { return l.charged()+l.lent() > l.maxBytes }
+// exceed the bound: for the backups of a pair, the primaries' bound. The
+// caller holds mu.
+func (l *Store) over() bool {
+	if l.backup {
+		return l.pool.over()
+	}
+	return l.charged()+l.lent() > l.maxBytes
+}
 
 func (l *Store) hash(key string) uint64 { return maphash.String(l.seed, key) }
 
@@ -303,14 +319,12 @@ func (l *Store) put(h uint64, key string, e *Entry) bool {
 	if l.over() {
 		l.sizeGhosts()
 	}
-	for l.over() {
-		v := l.victim(id)
-		if v == noRecord {
-			break
-		}
-		l.evict(v)
+	for l.over() && l.evictOne(id) {
 	}
 	l.note()
+	if l.pool != nil {
+		l.pool.note()
+	}
 	return true
 }
 
@@ -451,15 +465,13 @@ func (l *Store) Trim() {
 }
 
 func (l *Store) trimLocked() {
-	for l.over() {
-		v := l.victim(noRecord)
-		if v == noRecord {
-			break
-		}
-		l.evict(v)
+	for l.over() && l.evictOne(noRecord) {
 	}
 	l.demote()
 	l.note()
+	if l.pool != nil {
+		l.pool.note()
+	}
 }
 
 // Room returns the bytes the bound leaves unused, the share's part taken.
@@ -469,14 +481,18 @@ func (l *Store) Room() int64 {
 	return max(0, l.maxBytes-l.charged()-l.lent())
 }
 
-// Unused returns the bytes neither this store nor its share uses: what an
-// entry of the share may take without evicting anything.
+// Unused returns the bytes neither this store, nor its share, nor its
+// pool's backups use: what an entry of the share may take without
+// evicting anything.
 func (l *Store) Unused() int64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	var shared int64
 	if l.share != nil {
 		shared = l.share.used.Load()
+	}
+	if l.pool != nil && !l.backup {
+		shared += l.pool.charged()
 	}
 	return l.maxBytes - l.charged() - shared
 }
@@ -556,3 +572,61 @@ func (l *Store) PageSize() int { return l.pageSize }
 
 // Shares returns the store Share gave this one and its part.
 func (l *Store) Shares() (*Store, int64) { return l.share, l.sharePart }
+
+// Pair makes backup share primary's lock and bound: the bytes of both
+// count against primary's bound (backup's own is not used), and when
+// either needs room the older of their next victims goes: backup's if it
+// was stored no later than the one primary's policy would evict next from
+// its probation list, else primary's. So under pressure a backup is
+// evicted before a primary of the same age, and the two split the budget
+// by age, not by a fixed part; a primary read again (protected, slru.go)
+// outranks every backup until the policy demotes it. Call it before the
+// stores are used.
+func Pair(primary, backup *Store) {
+	backup.mu = primary.mu
+	primary.pool, backup.pool = backup, primary
+	backup.backup = true
+}
+
+// evictOne evicts one entry to make room, never protect (an entry of l
+// just added): l's victim, or in a pair the older of the two stores'
+// (Pair). It reports false if there is none. The caller holds mu
+// exclusively.
+func (l *Store) evictOne(protect int32) bool {
+	if l.pool == nil {
+		return l.evictFrom(protect)
+	}
+	p, b, pp, bp := l, l.pool, protect, int32(noRecord)
+	if l.backup {
+		p, b, pp, bp = l.pool, l, noRecord, protect
+	}
+	bt, bok := b.nextLoaded(bp)
+	pt, pok := p.nextLoaded(pp)
+	if bok && (!pok || bt <= pt) && b.evictFrom(bp) {
+		return true
+	}
+	return p.evictFrom(pp) || b.evictFrom(bp)
+}
+
+// evictFrom evicts l's victim, never protect, and reports false if there
+// is none. The caller holds mu exclusively.
+func (l *Store) evictFrom(protect int32) bool {
+	v := l.victim(protect)
+	if v == noRecord {
+		return false
+	}
+	l.evict(v)
+	return true
+}
+
+// nextLoaded returns when the entry that l would evict next from its
+// probation list was stored (Entry.Loaded), never protect; false if there
+// is none: an entry read since it came there is not a candidate, and nor
+// is one of the protected list (slru.go), which outranks every backup.
+// The caller holds mu exclusively.
+func (l *Store) nextLoaded(protect int32) (int64, bool) {
+	if id := l.settleTail(protect); id != noRecord {
+		return l.rec(id).loaded, true
+	}
+	return 0, false
+}

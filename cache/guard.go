@@ -5,10 +5,31 @@ import (
 	"sync/atomic"
 )
 
-// The guards: what decides whether a value may be stored. Each is read when
-// a load, fetch, write or hand-over begins and checked, under the store's
-// lock, when it stores (store.Store.Add asks guard.admits). The package
-// doc's "life of an entry" says which event breaks which.
+// The guards: what decides whether a value may be stored, and, below, the
+// checks that decide whether a stored one may be served. Each answers one
+// question, and no two the same one:
+//
+//	mechanism                  question                                         where
+//	write epoch (epochs)       did a write of the key begin or end since        guard, stored
+//	                           the load, fetch or hand-over began?
+//	ring counter (ring)        did the ring change since?                       guard, stored
+//	began vs Entry.Loaded      was a newer value stored since the load began?   guard.admits
+//	purge generation           did a purge begin since a value was taken        takeGuard
+//	                           from another node?
+//	written (snap past         was the key written since the last ring          takeOverGuard
+//	maxWritten keys)           change, and by which owner? (hand-overs)
+//	everWritten                was the key ever written, as this node heard?    load, fetch: no
+//	                           (no origin value in place of a written one)      origin fallback
+//	term (Tag, main)           does the node's registration still hold?         look: served
+//	contact epoch (Tag, hot)   is the owner in contact as when copied?          look: served
+//	fallback mark (Mark, hot)  was it loaded because the owner was away?        look: served
+//	hand-off window            may kept values go to their new owners?          Handoff, pull
+//	failures                   did the origin just fail for the key?            loadOrigin
+//
+// The guard of a load, fetch, write or hand-over is read when it begins and
+// checked under the store's lock when it stores (store.Store.Add asks
+// guard.admits). The package doc's "life of an entry" says which event
+// breaks which.
 
 // guard is what a load read before it began: the key's write epoch, the
 // group's ring generation and the time. A load whose guard no longer holds

@@ -171,3 +171,35 @@ func TestCopiesShareTheBudgetByAge(t *testing.T) {
 	assertAccounting(t, g.main)
 	assertAccounting(t, g.copies)
 }
+
+// TestCopiesTakeBackWhatHotCopiesBorrowed: the hot cache borrows the room
+// the main cache leaves, and copies, which share that room, take it back
+// as they arrive: the three never hold more than MaxBytes together (but
+// for the entry just stored).
+func TestCopiesTakeBackWhatHotCopiesBorrowed(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	v := Value{Data: make([]byte, 100)}
+	entry := EntryBytes("key0000", v)
+	g := newTestGroup(t, GroupConfig{MaxBytes: n * entry, HotBytes: n * entry / 8, Copies: 2},
+		func(context.Context, string) (Value, error) { return v, nil })
+	g.reclaim() // lend the main cache's room to the hot cache
+	for i := range n / 2 {
+		k := fmt.Sprintf("hot%04d", i)
+		g.hot.Add(k, store.Entry{V: store.Value(v), Size: entrySize(k, v)}, nil)
+	}
+	if s := g.Stats(); s.HotBytes < n/2*entry*9/10 {
+		t.Fatalf("the hot cache holds %d bytes, want about %d: it did not borrow", s.HotBytes, n/2*entry)
+	}
+	for i := range n {
+		k := fmt.Sprintf("cpy%04d", i)
+		if !g.KeepCopy(k, v, "node1", uint64(i+1)) {
+			t.Fatalf("copy %d refused", i)
+		}
+		s := g.Stats()
+		if total := s.MainBytes + s.HotBytes + s.CopyBytes + s.DeadBytes; total > g.Config().MaxBytes+entry {
+			t.Fatalf("after copy %d: main %d + hot %d + copies %d + dead %d = %d bytes > MaxBytes %d",
+				i, s.MainBytes, s.HotBytes, s.CopyBytes, s.DeadBytes, total, g.Config().MaxBytes)
+		}
+	}
+}

@@ -252,6 +252,7 @@ func (g *Group) KeepCopy(key string, v Value, from string, stamp uint64) bool {
 	}
 	g.copyStamps[key] = copyStamp{from: from, stamp: stamp}
 	g.st.copiesKept.Add(1)
+	g.reclaim() // the copy may take room the hot cache borrowed
 	return true
 }
 

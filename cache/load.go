@@ -68,6 +68,16 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 	// before the result is (guard.admits: began). A fetch's guard needs no
 	// began: the hot cache's copies carry no time stored.
 	gd := g.loadGuard(key)
+	for g.beingWritten(key) {
+		// A write of key began here before the guard was read, so the
+		// guard may hold its fenced epoch until the write ends: what the
+		// write leaves is the answer, not the origin's value (nor, since
+		// the write refuses it, the previous owner's: takeOverGuard).
+		if err := g.awaitWrite(ctx, key, nil); err != nil {
+			return Value{}, err
+		}
+		gd = g.loadGuard(key)
+	}
 	gd.began = time.Now().UnixNano()
 	owner, remote := g.pick(key)
 	// Look again: 1: Get misses, 2: Get misses, 1: load, cache, flight ends,

@@ -35,7 +35,7 @@ func TestGroupHoldsWhatTheSizingRuleSays(t *testing.T) {
 				value := make([]byte, tc.size)
 				keyOf := func(i int) string { return fmt.Sprintf("key-%08d", i) }
 				budget := int64(c) * EntryBytes(keyOf(0), Value{Data: value})
-				g, err := New(Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: budget,
+				g, err := newNode(t, Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: budget,
 					Getter: GetterFunc(func(context.Context, string) (Value, error) { return Value{Data: value}, nil })})
 				if err != nil {
 					t.Fatal(err)
@@ -87,7 +87,7 @@ func TestCompactionDoesNotChaseTails(t *testing.T) {
 			const c = 1400
 			value := make([]byte, 2029)
 			keyOf := func(i int) string { return fmt.Sprintf("key-%08d", i) }
-			g, err := New(Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: c * EntryBytes(keyOf(0), Value{Data: value}),
+			g, err := newNode(t, Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: c * EntryBytes(keyOf(0), Value{Data: value}),
 				Getter: GetterFunc(func(context.Context, string) (Value, error) { return Value{Data: value}, nil })})
 			if err != nil {
 				t.Fatal(err)

@@ -15,7 +15,7 @@ func TestCloseWaitsForDetachedLoads(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{})
 	var finished atomic.Bool
-	n := New(Config{})
+	n := newNode(t, Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(ctx context.Context, key string) (Value, error) {
 		close(started)
 		<-release
@@ -58,7 +58,7 @@ func TestCloseWaitsForDetachedLoads(t *testing.T) {
 // TestCloseStopsHandoff: Close ends an open hand-off window and stops its
 // timer, and a ring change after Close opens none.
 func TestCloseStopsHandoff(t *testing.T) {
-	n := New(Config{HandoffWindow: time.Hour})
+	n := newNode(t, Config{HandoffWindow: time.Hour})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(ctx context.Context, key string) (Value, error) {
 		return Value{Data: []byte("v")}, nil
 	})})

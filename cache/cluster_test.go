@@ -126,7 +126,7 @@ func TestContradictoryRings(t *testing.T) {
 		peers := []*fakePeer{{name: "a"}, {name: "b"}}
 		var groups []*Group
 		for i := range 2 {
-			n := New(Config{Peers: ring{self: i, peers: peers, owner: func(string) int { return 1 - i }}})
+			n := newNode(t, Config{Peers: ring{self: i, peers: peers, owner: func(string) int { return 1 - i }}})
 			peers[i].node = n
 			inner := o.getter(i)
 			g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(ctx context.Context, key string) (Value, error) {
@@ -214,9 +214,9 @@ func TestFallbackWhenOwnerUnreachable(t *testing.T) {
 		o := newOrigin()
 		peers := []*fakePeer{{name: "node0"}, {name: "node1"}}
 		owner := hashOwner(2)
-		n := New(Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
+		n := newNode(t, Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
 		peers[0].node = n
-		peers[1].node = New(Config{})
+		peers[1].node = newNode(t, Config{})
 		peers[1].setFail(errUnreachable)
 		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: o.getter(0), TTL: time.Hour})
 		if err != nil {
@@ -601,9 +601,9 @@ func TestPeerFailuresLoggedOncePerSecond(t *testing.T) {
 		var logs syncBuffer
 		peers := []*fakePeer{{name: "node0"}, {name: "node1"}}
 		owner := hashOwner(2)
-		n := New(Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
+		n := newNode(t, Config{Peers: ring{self: 0, peers: peers, owner: owner}, Logger: bufferLogger(&logs)})
 		peers[0].node = n
-		peers[1].node = New(Config{})
+		peers[1].node = newNode(t, Config{})
 		peers[1].setFail(errUnreachable)
 		// No hot cache: every Get fetches again and fails again.
 		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, HotBytes: -1, Getter: newOrigin().getter(0)})

@@ -37,7 +37,7 @@ func twoNodes(t *testing.T, cfg GroupConfig) (groups []*Group, nodes []*Node, ow
 	owner.Store(1)
 	peers := []*fakePeer{{name: "node0"}, {name: "node1"}}
 	for i := range 2 {
-		n := New(Config{Peers: switchRing{self: i, peers: peers, owner: owner}})
+		n := newNode(t, Config{Peers: switchRing{self: i, peers: peers, owner: owner}})
 		peers[i].node = n
 		cfg.Name = "g"
 		cfg.Getter = GetterFunc(func(_ context.Context, key string) (Value, error) {
@@ -92,7 +92,7 @@ func TestLoadAcrossARingChangeIsNotStored(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	started := make(chan struct{})
-	n := New(Config{})
+	n := newNode(t, Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 		close(started)
 		<-release
@@ -123,7 +123,7 @@ func TestTenure(t *testing.T) {
 	term.Store(1)
 	held.Store(true)
 	var loads atomic.Int64
-	n := New(Config{Tenure: func() (uint64, bool) { return term.Load(), held.Load() }})
+	n := newNode(t, Config{Tenure: func() (uint64, bool) { return term.Load(), held.Load() }})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 		return Value{Data: fmt.Appendf(nil, "o%d", loads.Add(1))}, nil
 	})})

@@ -155,6 +155,8 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	}
 	g.fetches.onPanic = onPanic
 	g.loads.running, g.fetches.running = &n.loads, &n.loads
+	g.loads.runners, g.fetches.runners = n.runners, n.runners
+	g.loads.idleStop, g.fetches.idleStop = n.idleStop, n.idleStop
 	return g
 }
 

@@ -54,7 +54,7 @@ func TestNewGroupValidates(t *testing.T) {
 			t.Parallel()
 			cfg := ok
 			tt.modify(&cfg)
-			_, err := New(Config{}).NewGroup(cfg)
+			_, err := newNode(t, Config{}).NewGroup(cfg)
 			if verr := cfg.Validate(); (verr == nil) != (err == nil) {
 				t.Fatalf("NewGroup = %v but Validate = %v", err, verr)
 			}
@@ -97,7 +97,7 @@ func TestGroupConfigDefaults(t *testing.T) {
 func TestNodeGroups(t *testing.T) {
 	t.Parallel()
 	getter := GetterFunc(func(context.Context, string) (Value, error) { return Value{}, nil })
-	n := New(Config{})
+	n := newNode(t, Config{})
 	for _, name := range []string{"b", "c", "a"} {
 		if _, err := n.NewGroup(GroupConfig{Name: name, Getter: getter, MaxBytes: 1 << 10}); err != nil {
 			t.Fatal(err)
@@ -120,7 +120,7 @@ func TestNodeGroups(t *testing.T) {
 		t.Fatal("Group(zzz) found")
 	}
 	// No process-wide state: another node may use the same names.
-	if _, err := New(Config{}).NewGroup(GroupConfig{Name: "a", Getter: getter, MaxBytes: 1 << 10}); err != nil {
+	if _, err := newNode(t, Config{}).NewGroup(GroupConfig{Name: "a", Getter: getter, MaxBytes: 1 << 10}); err != nil {
 		t.Fatalf("a second node's group a: %v", err)
 	}
 }
@@ -460,7 +460,7 @@ func TestPanickingGetter(t *testing.T) {
 		var panicking atomic.Bool
 		panicking.Store(true)
 		release := make(chan struct{})
-		n := New(Config{Logger: bufferLogger(&logs)})
+		n := newNode(t, Config{Logger: bufferLogger(&logs)})
 		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 			if panicking.Load() {
 				<-release
@@ -721,7 +721,7 @@ func (nilPeerPicker) PickPeer(string) (Peer, bool) { return nil, true }
 func TestNilPeerMeansThisNode(t *testing.T) {
 	t.Parallel()
 	o := newOrigin()
-	g, err := New(Config{Peers: nilPeerPicker{}}).NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: o.getter(0)})
+	g, err := newNode(t, Config{Peers: nilPeerPicker{}}).NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: o.getter(0)})
 	if err != nil {
 		t.Fatal(err)
 	}

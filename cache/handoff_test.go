@@ -62,7 +62,7 @@ func newHandoffClusterOf(t *testing.T, window time.Duration, maxBytes int64) *ha
 	c.prev.Store(-1)
 	c.peers = []*fakePeer{{name: "node0"}, {name: "node1"}}
 	for i := range 2 {
-		n := New(Config{HandoffWindow: window, Peers: handoffRing{switchRing{self: i, peers: c.peers, owner: c.owner}, c.prev}})
+		n := newNode(t, Config{HandoffWindow: window, Peers: handoffRing{switchRing{self: i, peers: c.peers, owner: c.owner}, c.prev}})
 		c.peers[i].node = n
 		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: maxBytes, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 			c.loads.Add(1)
@@ -178,7 +178,7 @@ func TestNoHandoffWithANegativeWindow(t *testing.T) {
 // "origin:<key>".
 func newOriginGroup(t *testing.T) (*Node, *Group) {
 	t.Helper()
-	n := New(Config{})
+	n := newNode(t, Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 		return Value{Data: []byte("origin:" + key)}, nil
 	})})
@@ -216,7 +216,7 @@ func TestAdopt(t *testing.T) {
 // TestRetiredNodeRefusesWrites: a leaving node applies no more writes.
 func TestRetiredNodeRefusesWrites(t *testing.T) {
 	t.Parallel()
-	n := New(Config{})
+	n := newNode(t, Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 		return Value{Data: []byte("x")}, nil
 	})})
@@ -309,7 +309,7 @@ func TestHotCopyGoesWhenItsKeyMoves(t *testing.T) {
 	var groups []*Group
 	var nodes []*Node
 	for i := range 3 {
-		n := New(Config{Peers: handoffRing{switchRing{self: i, peers: peers, owner: owner}, prev}})
+		n := newNode(t, Config{Peers: handoffRing{switchRing{self: i, peers: peers, owner: owner}, prev}})
 		peers[i].node = n
 		g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
 			return Value{Data: []byte(fmt.Sprintf("n%d:%s", i, key))}, nil
@@ -364,7 +364,7 @@ func TestWriteThatOutlivesRetire(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/late=%t", op, late), func(t *testing.T) {
 				t.Parallel()
 				b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
-				n := New(Config{Peers: b})
+				n := newNode(t, Config{Peers: b})
 				g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 					return Value{Data: []byte("x")}, nil
 				})})
@@ -450,7 +450,7 @@ func TestFruitlessPullsStop(t *testing.T) {
 func TestAwaitWritesOutlastsAWriteInProgress(t *testing.T) {
 	t.Parallel()
 	b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
-	n := New(Config{Peers: b})
+	n := newNode(t, Config{Peers: b})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 		return Value{Data: []byte("x")}, nil
 	})})
@@ -491,7 +491,7 @@ func TestAwaitWritesOutlastsAWriteInProgress(t *testing.T) {
 func TestLoadYieldsToAValueHandedOverMeanwhile(t *testing.T) {
 	t.Parallel()
 	entered, release := make(chan struct{}), make(chan struct{})
-	n := New(Config{})
+	n := newNode(t, Config{})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 		close(entered)
 		<-release
@@ -526,7 +526,7 @@ func TestLoadYieldsToAValueHandedOverMeanwhile(t *testing.T) {
 func TestWriteOutlivesARingChangeThatLeavesItsKey(t *testing.T) {
 	t.Parallel()
 	b := blockingDrops{entered: make(chan struct{}), release: make(chan struct{})}
-	n := New(Config{Peers: b})
+	n := newNode(t, Config{Peers: b})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(context.Context, string) (Value, error) {
 		return Value{Data: []byte("origin")}, nil
 	})})

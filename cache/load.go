@@ -391,6 +391,11 @@ type flight struct {
 	// running, if not nil, counts the loads in progress, so that their
 	// owner can wait for the detached ones (Node.Close).
 	running *inflight.Counter
+	// runners, if not nil, is where idle runners take detached loads
+	// (startRun); a flight without runs each on a new goroutine. Idle
+	// runners end when idleStop is closed.
+	runners  chan runTask
+	idleStop chan struct{}
 }
 
 // call is one load in progress; val and err are written before done is
@@ -402,11 +407,10 @@ type call struct {
 }
 
 // do returns the load in progress for key, or starts fn and reports
-// leader == true. fn runs on a new goroutine (owned by the flight until fn
-// returns) so that the leader can leave on ctx while fn goes on for the
-// others; a ctx that can never end (context.Background) cannot leave, so
-// then fn runs on the caller's goroutine and do returns when it is done,
-// which saves a goroutine per miss.
+// leader == true. fn runs on a goroutine of its own, a runner (startRun),
+// so that the leader can leave on ctx while fn goes on for the others; a
+// ctx that can never end (context.Background) cannot leave, so then fn
+// runs on the caller's goroutine and do returns when it is done.
 func (f *flight) do(ctx context.Context, key string, fn func() (Value, error)) (c *call, leader bool) {
 	f.mu.Lock()
 	if c, ok := f.calls[key]; ok {
@@ -425,9 +429,59 @@ func (f *flight) do(ctx context.Context, key string, fn func() (Value, error)) (
 	if ctx.Done() == nil {
 		f.run(key, c, fn)
 	} else {
-		go f.run(key, c, fn)
+		f.startRun(runTask{f, key, c, fn})
 	}
 	return c, true
+}
+
+// runTask is a load for a runner: flight.run's arguments.
+type runTask struct {
+	f   *flight
+	key string
+	c   *call
+	fn  func() (Value, error)
+}
+
+// runnerIdle is how long a runner waits for another load before it ends.
+const runnerIdle = 100 * time.Millisecond
+
+// startRun runs t on an idle runner of the node (Node.runners), or on a
+// new one if none is idle. A load's stack is deep (the origin's call below
+// the flight, a store with eviction and compaction above it), and a new
+// goroutine's stack starts small and grows by copying: on a goroutine of
+// its own, a miss spent about a sixth of its time growing it
+// (BenchmarkGetMiss/ctx=cancelable), and one more frame on its path could
+// add a copy. A runner keeps its grown stack for the next load, and ends
+// after runnerIdle without one. The runners are the node's, not the
+// process's, so that a node in a testing/synctest bubble keeps its loads
+// in it.
+func (f *flight) startRun(t runTask) {
+	if f.runners == nil {
+		go t.f.run(t.key, t.c, t.fn)
+		return
+	}
+	select {
+	case f.runners <- t:
+	default:
+		go runner(f.runners, f.idleStop, t)
+	}
+}
+
+func runner(runners chan runTask, stop chan struct{}, t runTask) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		t.f.run(t.key, t.c, t.fn)
+		t = runTask{} // holds nothing of the load while idle
+		idle.Reset(runnerIdle)
+		select {
+		case t = <-runners:
+		case <-idle.C:
+			return
+		case <-stop:
+			return
+		}
+	}
 }
 
 func (f *flight) run(key string, c *call, fn func() (Value, error)) {

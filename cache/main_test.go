@@ -205,7 +205,7 @@ func newCluster(t *testing.T, n int, owner func(string) int, cfg GroupConfig, ge
 		c.peers = append(c.peers, &fakePeer{name: fmt.Sprintf("node%d", i)})
 	}
 	for i := range n {
-		node := New(Config{Peers: ring{self: i, peers: c.peers, owner: owner}})
+		node := newNode(t, Config{Peers: ring{self: i, peers: c.peers, owner: owner}})
 		c.peers[i].node = node
 		gc := cfg
 		gc.Name = "g"
@@ -230,7 +230,7 @@ func newTestGroup(t testing.TB, cfg GroupConfig, getter GetterFunc) *Group {
 		cfg.MaxBytes = 1 << 20
 	}
 	cfg.Getter = getter
-	g, err := New(Config{}).NewGroup(cfg)
+	g, err := newNode(t, Config{}).NewGroup(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,4 +282,12 @@ func assertAccounting(t *testing.T, l *store.Store) {
 	if err := l.Check(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// newNode returns New(cfg), whose idle load runners end when the test does
+// (a testing/synctest bubble waits for every goroutine in it).
+func newNode(t testing.TB, cfg Config) *Node {
+	n := New(cfg)
+	t.Cleanup(n.stopRunners)
+	return n
 }

@@ -233,6 +233,9 @@ type Node struct {
 	handing   atomic.Bool      // the hand-off may have begun: see AwaitWrites
 	closed    atomic.Bool      // see Close
 	loads     inflight.Counter // the groups' loads and fetches in progress
+	runners   chan runTask     // the idle runners of the groups' loads (startRun)
+	idleStop  chan struct{}    // closed by Close: idle runners end
+	stopOnce  sync.Once
 	writes    inflight.Counter // the writes applied here as an owner in progress (see AwaitWrites)
 
 	mu     sync.RWMutex
@@ -242,7 +245,8 @@ type Node struct {
 // New returns a Node with no groups. If cfg.Peers is a RingNotifier, the
 // Node registers with it.
 func New(cfg Config) *Node {
-	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, isCurrent: cfg.Current, handoff: cfg.HandoffWindow, log: cfg.Logger, groups: make(map[string]*Group)}
+	n := &Node{peers: cfg.Peers, tenure: cfg.Tenure, isCurrent: cfg.Current, handoff: cfg.HandoffWindow, log: cfg.Logger,
+		groups: make(map[string]*Group), runners: make(chan runTask), idleStop: make(chan struct{})}
 	if n.handoff == 0 {
 		n.handoff = defaultHandoffWindow
 	}
@@ -291,11 +295,16 @@ func (n *Node) AwaitWrites(ctx context.Context) error {
 // for loads that start after it returned. Close is safe to call more than once.
 func (n *Node) Close(ctx context.Context) error {
 	n.closed.Store(true)
+	n.stopRunners()
 	for _, g := range n.Groups() {
 		g.closeHandoff()
 	}
 	return n.loads.Wait(ctx)
 }
+
+// stopRunners ends the idle runners of the node's loads, and each that
+// goes idle from now on (startRun).
+func (n *Node) stopRunners() { n.stopOnce.Do(func() { close(n.idleStop) }) }
 
 // RingChanged drops, in every group, what the node may no longer serve
 // after a change of the ring: main-cache entries of keys it no longer owns,

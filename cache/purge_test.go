@@ -84,7 +84,7 @@ func TestNotCurrentServesNothingCached(t *testing.T) {
 	var current atomic.Bool
 	current.Store(true)
 	var loads atomic.Int64
-	n := New(Config{Current: current.Load})
+	n := newNode(t, Config{Current: current.Load})
 	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: versioned(&loads)})
 	if err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ const (
 	noStore   // Value.NoStore
 	stale     // Value.Stale
 	nilData   // Value.Data is nil (not merely empty)
-	leased    // src is in Store.srcs
+	hasRef    // Entry.Ref is in Store.entryRefs
 	frequent  // in the protected list (slru.go)
 )
 
@@ -134,13 +134,13 @@ type recBlock struct {
 func (l *Store) ref(id int32) *atomic.Uint32 { return &l.recs[id/recChunk].refs[id%recChunk] }
 
 // view is what decode needs of an entry, copied under mu: its record, its
-// page and, as the record says, its large value and its lease. The bytes
+// page and, as the record says, its large value and its Ref. The bytes
 // it refers to are never written again, so it is read without the lock.
 type view struct {
 	rec
 	buf  []byte
 	data *byte
-	src  any
+	ref  any
 }
 
 // view returns record id's view. The caller holds mu.
@@ -150,8 +150,8 @@ func (l *Store) view(id int32) view {
 	if v.dlen > packMax {
 		v.data = l.big[id]
 	}
-	if v.flags&leased != 0 {
-		v.src = l.srcs[id]
+	if v.flags&hasRef != 0 {
+		v.ref = l.entryRefs[id]
 	}
 	return v
 }
@@ -244,7 +244,7 @@ func graces(buf []byte, r *rec) time.Duration {
 // other reader.
 func (l *Store) decode(v *view, e *Entry) {
 	r := &v.rec
-	*e = Entry{Size: int64(r.size), Tag: r.tag, Loaded: r.loaded, Ref: v.src,
+	*e = Entry{Size: int64(r.size), Tag: r.tag, Loaded: r.loaded, Ref: v.ref,
 		NotFound: r.flags&notFound != 0, Mark: r.flags&fallback != 0}
 	val := &e.V
 	off := int(r.klen)
@@ -420,8 +420,8 @@ func (l *Store) drop(id int32) {
 	r := l.rec(id)
 	l.unlink(id)
 	delete(l.index, r.hash)
-	if r.flags&leased != 0 {
-		delete(l.srcs, id)
+	if r.flags&hasRef != 0 {
+		delete(l.entryRefs, id)
 	}
 	if r.dlen > packMax {
 		delete(l.big, id)

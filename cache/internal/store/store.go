@@ -26,7 +26,7 @@ import (
 // pages of bytes, none of which hold pointers. A budget of small values is
 // a million entries; kept as objects with pointers, every collection would
 // visit each of them, and under a memory limit collections are frequent.
-// Only values larger than packMax and hot copies' leases are referenced
+// Only values larger than packMax and the entries' Refs are referenced
 // from maps with pointers, one entry per such value.
 //
 // bytes is the sum of the live entries' sizes; dead is the bytes of closed
@@ -36,7 +36,7 @@ import (
 //
 // Two keys with the same hash (about one chance in 10^7 among a million
 // keys) cannot both be cached: storing one drops the other, as an eviction
-// would. An Store is safe for concurrent use.
+// would. A Store is safe for concurrent use.
 type Store struct {
 	// mu is held shared by a hit, which only sets its record's reference
 	// bit (slru.go), and exclusively by everything that changes the store.
@@ -61,7 +61,7 @@ type Store struct {
 	cur       int32   // the page entries are added to; noRecord: none yet
 	sparse    []int32 // pages closed sparse, to be compacted
 	big       map[int32]*byte
-	srcs      map[int32]any
+	entryRefs map[int32]any
 	ghosts    []uint16 // fingerprints of keys evicted from probation (slru.go)
 	cleaning  bool     // clean is running: the compactions it makes do not start another
 	// cleanFloor is the dead bytes under which clean does not run again
@@ -111,7 +111,7 @@ func (l *Store) reset() {
 	l.recs, l.free, l.n = nil, noRecord, 0
 	l.lists = [2]reclist{{noRecord, noRecord, 0}, {noRecord, noRecord, 0}}
 	l.pages, l.freePages, l.cur, l.sparse = nil, nil, noRecord, nil
-	l.big, l.srcs = make(map[int32]*byte), make(map[int32]any)
+	l.big, l.entryRefs = make(map[int32]*byte), make(map[int32]any)
 	l.bytes, l.dead = 0, 0
 	l.note()
 }
@@ -280,7 +280,7 @@ func (l *Store) put(h uint64, key string, e *Entry) bool {
 		on   bool
 		flag uint16
 	}{{e.NotFound, notFound}, {e.Mark, fallback}, {v.NoStore, noStore}, {v.Stale, stale}, {v.Data == nil, nilData},
-		{xlen > 0, hasExtra}, {e.Ref != nil, leased}} {
+		{xlen > 0, hasExtra}, {e.Ref != nil, hasRef}} {
 		if f.on {
 			r.flags |= f.flag
 		}
@@ -308,7 +308,7 @@ func (l *Store) put(h uint64, key string, e *Entry) bool {
 		copy(b, v.Data)
 	}
 	if e.Ref != nil {
-		l.srcs[id] = e.Ref
+		l.entryRefs[id] = e.Ref
 	}
 	l.settle()
 	l.index[h] = id

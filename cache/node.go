@@ -106,14 +106,14 @@
 //
 // Files follow the paths: group.go reads, many.go batches of reads,
 // write.go writes (and PeerView, the group as its peers reach it), load.go
-// origin loads and peer fetches, one per key (single flight), admit.go the
-// queue of loads, guard.go what may be stored, handoff.go ring changes,
-// hot.go hot copies, copies.go heirs' copies, node.go the Node and its
-// purges, cache.go the vocabulary (Value, the interfaces asked of peers,
-// the configs, Stats). The byte-bounded store is package internal/store,
-// which keeps no policy: what its entries' Tag, Ref and Mark mean
-// (Group.main) and when a value may be stored (guard.admits) are this
-// package's.
+// origin loads and peer fetches, flight.go one of each per key (single
+// flight, on the node's runners), admit.go the queue of loads, guard.go
+// what may be stored, handoff.go ring changes, hot.go hot copies, copies.go
+// heirs' copies, node.go the Node and its purges, cache.go the vocabulary
+// (Value, the interfaces asked of peers, the configs, Stats). The
+// byte-bounded store is package internal/store, which keeps no policy:
+// what its entries' Tag, Ref and Mark mean (Group.main) and when a value
+// may be stored (guard.admits) are this package's.
 //
 // A failed origin load is not a value, but it is remembered for ErrorTTL:
 // callers in between get the same error, and a failing origin is asked once

@@ -94,10 +94,6 @@ func copiesBytes(cfg GroupConfig) int64 {
 	return cfg.MaxBytes
 }
 
-// mainMax is the main cache's bound when no hand-off holds any of it: all
-// of MaxBytes, which copies share.
-func (g *Group) mainMax() int64 { return g.cfg.MaxBytes }
-
 // nextStamp returns a stamp higher than every one this node gave before,
 // across restarts too as long as the clock does not go back: the sequence
 // starts at the Unix nanoseconds of the group's creation.

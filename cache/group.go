@@ -390,7 +390,7 @@ func (g *Group) pick(key string) (owner Peer, remote bool) {
 // (*e is then undefined). An entry is found only while what it was stored
 // under still holds: the node's tenure for a main entry, the owner's
 // contact lease for a hot copy. It may be past its expiry, within its grace
-// (stale). It decodes into the caller's entry, as lru.getInto does.
+// (stale). It decodes into the caller's entry, as store.Store.GetInto does.
 func (g *Group) look(key string, remote bool, clk *store.Clock, e *store.Entry) bool {
 	if !g.node.current() {
 		return false

@@ -60,7 +60,7 @@ func (g *Group) ringChanged() {
 	}
 	held, _ := g.handoff.Usage()
 	held += g.handoff.DeadBytes()
-	g.main.SetMax(g.mainMax() - held)
+	g.main.SetMax(g.cfg.MaxBytes - held)
 	g.reclaim()
 	g.handoffUntil.Store(time.Now().Add(window).UnixNano())
 	if g.handoffTimer != nil {
@@ -79,7 +79,7 @@ func (g *Group) endHandoff() {
 	}
 	g.handoffUntil.Store(0)
 	g.handoff.Clear()
-	g.main.SetMax(g.mainMax()) // more room: lent at the next copy
+	g.main.SetMax(g.cfg.MaxBytes) // more room: lent at the next copy
 }
 
 // closeHandoff stops the hand-off window's timer and ends the window now,

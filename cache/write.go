@@ -88,7 +88,7 @@ func (g *Group) setOnce(ctx context.Context, key string, v Value) (WriteResult, 
 	// The old value stays until the new one replaces it, so that a Get
 	// meanwhile reads one or the other and never loads the origin's; loads
 	// in flight are voided (the epoch) and one that begins now cannot store
-	// over the write (lru.add: an entry newer than the load). The write
+	// over the write (guard.admits: an entry newer than the load). The write
 	// begins before the fence: a read that came between them would load
 	// under the fenced epoch, refused the previous owner's value by the
 	// fence (takeOverGuard), and store the origin's before the write ends.
@@ -402,8 +402,8 @@ func (g *Group) term() (uint64, bool) {
 }
 
 // invalidate bumps key's epoch, forgets its flights and remembered failure
-// and drops its entries, in that order (see lru.add for why the order makes
-// a racing load harmless). by is the node that applied the write, "" for
+// and drops its entries, in that order (guard says why the order makes a
+// racing load harmless). by is the node that applied the write, "" for
 // this node (noteWrite).
 func (g *Group) invalidate(key, by string) {
 	g.fence(key, by)

@@ -14,9 +14,11 @@ import (
 // store.Overhead each; deploy/README.md, Memory and sizing) holds at least
 // 0.97 C of them at every read once full, whatever the value size and the
 // order of reads: random reads over 2C keys, and a scan of keys each new.
-// Budgets from 4.5 MiB up hold it for any value size (2029 bytes, with its
-// key, leaves the largest unused tail in a closed page of half the
-// largest), from 2.25 MiB up for values of 1.9 KiB or less. A group with
+// Any budget holds it, down to a dozen entries (under 34, every entry):
+// values of 2029 bytes, with their key, leave the largest unused tail in a
+// closed page of the largest size; a smaller budget has smaller pages, and
+// keeps larger values in allocations of their own, or every entry (under
+// 144 KiB: the budgets of 40 entries, and of 250 of 100 B). A group with
 // no peers has no copies to keep, and its hot cache's part (HotBytes, a
 // default eighth) is the main cache's.
 func TestGroupHoldsWhatTheSizingRuleSays(t *testing.T) {
@@ -27,6 +29,9 @@ func TestGroupHoldsWhatTheSizingRuleSays(t *testing.T) {
 	}{
 		{100, 20_000}, {1024, 20_000}, {2029, 20_000}, {2029, 2_250}, // 4.7 MiB
 		{100, 9_400}, {1024, 2_010}, {1900, 1_120}, // 2.3 MiB
+		{100, 4_897}, {1024, 1_000}, {2029, 489}, {3000, 100}, // 1.2 MiB to 300 KiB
+		{100, 250}, {1024, 250}, {100, 40}, {1024, 40}, {2029, 40}, // 290 KiB to 10 KiB
+		{100, 13}, {1024, 20}, {3000, 30}, // where 0.97 C is C
 	} {
 		for _, order := range []string{"random", "scan"} {
 			t.Run(fmt.Sprintf("%dB/C=%d/%s", tc.size, tc.c, order), func(t *testing.T) {
@@ -73,45 +78,47 @@ func TestGroupHoldsWhatTheSizingRuleSays(t *testing.T) {
 	}
 }
 
-// TestCompactionDoesNotChaseTails: values of 2029 bytes leave each closed
-// 64 KiB page (a budget of 3 MiB) an unused tail of 3.1% of it, more than
-// the dead bytes' bound, and compaction only moves a tail to another page.
-// It must leave such pages alone rather than copy them over and over: the
-// store compacts about as often as it does for 2000-byte values, whose
-// tails are small.
+// TestCompactionDoesNotChaseTails: values that leave each closed page
+// an unused tail of about one entry (1.5% of it: 2029 bytes in the 128
+// KiB pages of a 4.7 MiB budget, 509 bytes in the 32 KiB pages of 1.6
+// MiB), half the dead bytes' bound, which compaction cannot
+// reach: it only moves a tail to another page. It must leave such pages
+// alone rather than copy them over and over.
 func TestCompactionDoesNotChaseTails(t *testing.T) {
 	t.Parallel()
-	for _, order := range []string{"random", "scan"} {
-		t.Run(order, func(t *testing.T) {
-			t.Parallel()
-			const c = 1400
-			value := make([]byte, 2029)
-			keyOf := func(i int) string { return fmt.Sprintf("key-%08d", i) }
-			g, err := newNode(t, Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: c * EntryBytes(keyOf(0), Value{Data: value}),
-				Getter: GetterFunc(func(context.Context, string) (Value, error) { return Value{Data: value}, nil })})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if g.main.PageSize() != 64<<10 {
-				t.Fatalf("pages of %d bytes, want 64 KiB", g.main.PageSize())
-			}
-			ctx := context.Background()
-			r := rand.New(rand.NewPCG(1, 2))
-			for i := range 5 * c {
-				k := i
-				if order == "random" {
-					k = r.IntN(2 * c)
-				}
-				if _, err := g.Get(ctx, keyOf(k)); err != nil {
+	for _, tc := range []struct{ c, size, page int }{{2250, 2029, 128 << 10}, {2500, 509, 32 << 10}} {
+		for _, order := range []string{"random", "scan"} {
+			t.Run(fmt.Sprintf("%dB/%s", tc.size, order), func(t *testing.T) {
+				t.Parallel()
+				c := int64(tc.c)
+				value := make([]byte, tc.size)
+				keyOf := func(i int) string { return fmt.Sprintf("key-%08d", i) }
+				g, err := newNode(t, Config{}).NewGroup(GroupConfig{Name: "g", MaxBytes: c * EntryBytes(keyOf(0), Value{Data: value}),
+					Getter: GetterFunc(func(context.Context, string) (Value, error) { return Value{Data: value}, nil })})
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			compactions, evictions := g.main.Compactions(), g.main.Evictions()
-			t.Logf("%d compactions for %d evictions", compactions, evictions)
-			if evictions == 0 || compactions > evictions/2 {
-				t.Errorf("%d compactions for %d evictions, want at most one for two", compactions, evictions)
-			}
-		})
+				if g.main.PageSize() != tc.page {
+					t.Fatalf("pages of %d bytes, want %d", g.main.PageSize(), tc.page)
+				}
+				ctx := context.Background()
+				r := rand.New(rand.NewPCG(1, 2))
+				for i := range 5 * tc.c {
+					k := i
+					if order == "random" {
+						k = r.IntN(2 * tc.c)
+					}
+					if _, err := g.Get(ctx, keyOf(k)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				compactions, evictions := g.main.Compactions(), g.main.Evictions()
+				t.Logf("%d compactions for %d evictions", compactions, evictions)
+				if evictions == 0 || compactions > evictions/2 {
+					t.Errorf("%d compactions for %d evictions, want at most one for two", compactions, evictions)
+				}
+			})
+		}
 	}
 }
 

@@ -12,17 +12,21 @@ import (
 // compactions/op how often a page was copied). It is the main cache's
 // share of deploy/bench/memory.sh's reads. Values of 1 to 2 KiB of mixed
 // sizes leave closed pages a tail of about half an entry each, which is
-// where compaction bounds cost most.
+// where compaction bounds cost most. A budget of 1 MiB has smaller pages,
+// and keeps values over 1/64 of one in allocations of their own.
 func BenchmarkLRUChurn(b *testing.B) {
 	mixed := func(i int) int { return 1024 + i*7919%1025 }
 	for _, tc := range []struct {
 		name   string
+		budget int64
 		size   int
 		sizeOf func(int) int
 	}{
-		{"value=100", 100, nil},
-		{"value=1024", 1024, nil},
-		{"value=1024-2048", 1536, mixed},
+		{"value=100", 64 << 20, 100, nil},
+		{"value=1024", 64 << 20, 1024, nil},
+		{"value=1024-2048", 64 << 20, 1536, mixed},
+		{"value=100/budget=1MiB", 1 << 20, 100, nil},
+		{"value=1024/budget=1MiB", 1 << 20, 1024, nil},
 	} {
 		if tc.sizeOf == nil {
 			tc.sizeOf = func(int) int { return tc.size }
@@ -33,7 +37,7 @@ func BenchmarkLRUChurn(b *testing.B) {
 				name += "/policy=slru"
 			}
 			b.Run(name, func(b *testing.B) {
-				l, keys := lruKeysSized(64<<20, tc.size, tc.sizeOf)
+				l, keys := lruKeysSized(tc.budget, tc.size, tc.sizeOf)
 				l.slru = slru
 				b.ReportAllocs()
 				churnBench(b, l, keys, tc.sizeOf)

@@ -41,15 +41,15 @@ func (l *Store) verify() error {
 	l.each(func(id int32, r *rec) bool {
 		p := l.pages[r.page]
 		h := p.buf[r.off-headLen:]
-		if got, n := int32(binary.LittleEndian.Uint32(h)), int(binary.LittleEndian.Uint32(h[4:])); got != id || headLen+n != r.packed() {
-			err = fmt.Errorf("record %d: header says record %d, %d bytes; the record needs %d", id, got, n, r.packed())
+		if got, n := int32(binary.LittleEndian.Uint32(h)), int(binary.LittleEndian.Uint32(h[4:])); got != id || headLen+n != l.packed(r) {
+			err = fmt.Errorf("record %d: header says record %d, %d bytes; the record needs %d", id, got, n, l.packed(r))
 			return false
 		}
 		if l.index[r.hash] != id {
 			err = fmt.Errorf("record %d: not in the index", id)
 			return false
 		}
-		live[r.page] += r.packed()
+		live[r.page] += l.packed(r)
 		return true
 	})
 	if err != nil {

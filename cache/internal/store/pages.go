@@ -10,30 +10,34 @@ import (
 	"unsafe"
 )
 
-// packMax is the largest value whose bytes go into the store's pages with
-// its key and content type. A larger value keeps an allocation of its own,
-// which costs the collector one object per value (few: a budget holds at
-// most one per packMax bytes) and is not copied unless it sits in a buffer
-// much larger than itself.
-const packMax = 2048
-
 // extraLen is the room an entry's bytes give to the fields few values set
 // (their stale windows, an Age): they are not in the record, which every
 // entry has.
 const extraLen = 24
 
-// Page and record sizes. A page is pageMax bytes from a budget of deadHigh
-// pages up; below, at most half of it, at least pageMin, and about a
-// sixteenth of the budget between. An entry that needs more than
-// 1/compactOf of a page gets a page of its own.
+// Page and record sizes. A page is the largest power of two up to pageMax
+// that is at most 1/deadHigh of the budget (New), so that one page is
+// within the dead bytes' bound below. A value of up to 1/packOf of a page
+// (the store's packLimit: packMax in pages of pageMax) goes into the pages
+// with its key and content type; a larger one keeps an allocation of its
+// own, which costs the collector one object per value, few: one per
+// packMax bytes of the budget at most, and about packOf*deadHigh*2 (4,600)
+// in a store of smaller pages. So a closed page's unused tail, less than
+// the next entry, is about 1/packOf of it at most, whatever the budget:
+// 1.6%, under the dead bytes' bound, which compaction could not otherwise
+// reach (it only moves a tail to another page). An entry that needs more
+// than 1/compactOf of a page (a long key in a small store) gets a page of
+// its own, of its exact size. A budget too small for pages of pageMin
+// bytes (under 144 KiB: a few hundred entries) keeps every entry in a page
+// of its own, and so has no dead bytes: the allocator's rounding and the
+// page's 48 bytes are not charged (up to 1.12 times an entry's charge in
+// heap, TestEntryOverheadMatchesHeap), a few KiB in all.
 const (
-	// pageMax leaves a closed page an unused tail of at most one entry
-	// packed into pages (packMax bytes and its key): 1.6% of the page,
-	// under the dead bytes' bound below, which compaction could not
-	// otherwise reach (it only moves a tail to another page).
 	pageMax  = 128 << 10
 	pageMin  = 4 << 10
-	headLen  = 8 // a record id and a length, before each entry's bytes
+	packOf   = 64
+	packMax  = pageMax / packOf // the largest value any store packs: 2 KiB
+	headLen  = 8                // a record id and a length, before each entry's bytes
 	recChunk = 256
 	noRecord = -1
 	// An entry that needs more than 1/compactOf of a page gets a page of
@@ -47,11 +51,10 @@ const (
 	// under 1/deadLow of it (clean). Pages die piecemeal under random
 	// reads and mostly whole under a scan; either way the budget holds
 	// entries, not holes: a full store holds 0.97 of the entries its budget
-	// pays for or more, from a budget of 4.5 MiB up, and from 2.25 MiB up
-	// for values under 1.9 KiB, whose tails in 64 KiB pages are small (a
-	// smaller budget has pages of more than 1/deadHigh of it). Dead bytes
-	// kept between 1.8% and 2.8% of the budget copy fewer live bytes per
-	// byte reclaimed than between 1.6% and 3.1% (BenchmarkLRUChurn).
+	// pays for or more, at any budget (TestGroupHoldsWhatTheSizingRuleSays
+	// in the cache). Dead bytes kept between 1.8% and 2.8% of the budget
+	// copy fewer live bytes per byte reclaimed than between 1.6% and 3.1%
+	// (BenchmarkLRUChurn).
 	deadHigh, deadLow = 36, 56
 )
 
@@ -78,7 +81,8 @@ type rec struct {
 	page int32
 	off  uint32
 	// klen and ctlen are the lengths of the key and the content type; the
-	// extras (with hasExtra) and a value of at most packMax bytes follow
+	// extras (with hasExtra) and a value of at most the store's packLimit
+	// bytes follow
 	// them.
 	klen, ctlen uint32
 	flags       uint16
@@ -147,7 +151,7 @@ type view struct {
 func (l *Store) view(id int32) view {
 	v := view{rec: *l.rec(id)}
 	v.buf = l.pages[v.page].buf
-	if v.dlen > packMax {
+	if l.large(int(v.dlen)) {
 		v.data = l.big[id]
 	}
 	if v.flags&hasRef != 0 {
@@ -174,14 +178,18 @@ func keyIn(buf []byte, r *rec) string {
 	return unsafe.String(&bytesAt(buf, r, 0, 1)[0], r.klen)
 }
 
-// packed returns the page bytes of an entry: its header, key, content
-// type, extras and a value of at most packMax bytes.
-func (r *rec) packed() int {
+// large reports whether a value of n bytes keeps an allocation of its own
+// rather than going into the pages.
+func (l *Store) large(n int) bool { return n > l.packLimit }
+
+// packed returns the page bytes of r's entry: its header, key, content
+// type, extras and a value that is not large.
+func (l *Store) packed(r *rec) int {
 	n := headLen + int(r.klen) + int(r.ctlen)
 	if r.flags&hasExtra != 0 {
 		n += extraLen
 	}
-	if r.dlen <= packMax {
+	if !l.large(int(r.dlen)) {
 		n += int(r.dlen)
 	}
 	return n
@@ -257,7 +265,7 @@ func (l *Store) decode(v *view, e *Entry) {
 		off += extraLen
 	}
 	switch {
-	case r.dlen > packMax:
+	case l.large(int(r.dlen)):
 		val.Data = unsafe.Slice(v.data, r.dlen)
 	case r.dlen > 0:
 		val.Data = bytesAt(v.buf, r, off, int(r.dlen))
@@ -302,14 +310,13 @@ func (l *Store) reserve(id int32, n int) (pi int32, off uint32) {
 	need := headLen + n
 	switch {
 	case need*compactOf > l.pageSize:
-		pi = l.addPage(need)
-		l.pages[pi].own = true
+		pi = l.addPage(need, true)
 		defer l.closePage(pi)
 	case l.cur == noRecord || len(l.pages[l.cur].buf)+need > cap(l.pages[l.cur].buf):
 		if l.cur != noRecord {
 			l.closePage(l.cur)
 		}
-		l.cur = l.addPage(l.pageSize)
+		l.cur = l.addPage(l.pageSize, false)
 		fallthrough
 	default:
 		pi = l.cur
@@ -323,10 +330,15 @@ func (l *Store) reserve(id int32, n int) (pi int32, off uint32) {
 	return pi, uint32(o + headLen)
 }
 
-// addPage adds a page of at least size bytes (all of its allocation's size
-// class) and returns its index.
-func (l *Store) addPage(size int) int32 {
-	p := &page{buf: slices.Grow([]byte(nil), size)}
+// addPage adds a page of size bytes (for a shared page, all of its
+// allocation's size class), of one entry if own, and returns its index.
+func (l *Store) addPage(size int, own bool) int32 {
+	p := &page{buf: slices.Grow([]byte(nil), size), own: own}
+	if own {
+		// Of its exact size: the allocator's rounding would be dead
+		// bytes, which in a small store are most of its slack.
+		p.buf = make([]byte, 0, size)
+	}
 	if k := len(l.freePages); k > 0 {
 		pi := l.freePages[k-1]
 		l.freePages = l.freePages[:k-1]
@@ -423,12 +435,12 @@ func (l *Store) drop(id int32) {
 	if r.flags&hasRef != 0 {
 		delete(l.entryRefs, id)
 	}
-	if r.dlen > packMax {
+	if l.large(int(r.dlen)) {
 		delete(l.big, id)
 	}
 	l.n--
 	l.bytes -= int64(r.size)
-	pi, need := r.page, r.packed()
+	pi, need := r.page, l.packed(r)
 	*r = rec{page: noRecord, next: l.free}
 	l.ref(id).Store(0)
 	l.free = id

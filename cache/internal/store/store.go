@@ -26,7 +26,8 @@ import (
 // pages of bytes, none of which hold pointers. A budget of small values is
 // a million entries; kept as objects with pointers, every collection would
 // visit each of them, and under a memory limit collections are frequent.
-// Only values larger than packMax and the entries' Refs are referenced
+// Only large values (over 2 KiB, less in a small store: pages.go) and the
+// entries' Refs are referenced
 // from maps with pointers, one entry per such value.
 //
 // bytes is the sum of the live entries' sizes; dead is the bytes of closed
@@ -49,6 +50,9 @@ type Store struct {
 	// base is the origin of the records' expiries, on the monotonic clock.
 	base     time.Time
 	pageSize int
+	// packLimit is the largest value that goes into the pages: 1/packOf of
+	// a page.
+	packLimit int
 
 	// The rest is guarded by mu.
 	index     map[uint64]int32
@@ -94,13 +98,17 @@ type Store struct {
 // New returns a store holding at most maxBytes; maxBytes <= 0 makes a store
 // that stores nothing (a disabled hot cache).
 func New(maxBytes int64) *Store {
-	// A page of pageMax bytes where it is under the dead bytes' bound,
-	// else at most half of it and a sixteenth of the budget (pages.go).
+	// Pages within the dead bytes' bound, or none (pages.go).
 	ps := int64(pageMax)
-	for ps > pageMin && (ps > maxBytes/16 || ps == pageMax && ps > maxBytes/deadHigh) {
+	for ps >= pageMin && ps > maxBytes/deadHigh {
 		ps /= 2
 	}
-	l := &Store{mu: new(sync.RWMutex), maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
+	pack := int(ps / packOf)
+	if ps < pageMin {
+		ps, pack = 0, math.MaxInt // every entry in a page of its own
+	}
+	l := &Store{mu: new(sync.RWMutex), maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(),
+		pageSize: int(ps), packLimit: pack}
 	l.reset()
 	return l
 }
@@ -204,9 +212,11 @@ func (l *Store) dropExpired(h uint64, key string, clk *Clock) {
 func (l *Store) Add(key string, e Entry, ok func(replaced int64) bool) bool {
 	// Once per store, outside the lock, rather than once per read.
 	e.V.Checksum = Checksum(e.V.Data)
-	if d := e.V.Data; len(d) > packMax && cap(d)-len(d) > len(d)/8 {
+	if d := e.V.Data; l.large(len(d)) && (len(d) <= packMax || cap(d)-len(d) > len(d)/8) {
 		// A large value is kept as it is, but not with capacity the
-		// budget does not see (a value read into a larger buffer).
+		// budget does not see (a value read into a larger buffer); one a
+		// large store would have packed is copied too, so that its
+		// allocation is its own (not a slice of a batch's answer).
 		e.V.Data = bytes.Clone(d)
 	}
 	h := l.hash(key)
@@ -235,7 +245,7 @@ func (l *Store) put(h uint64, key string, e *Entry) bool {
 	}
 	v := &e.V
 	var data *byte // a large value's own allocation, kept as it is
-	if len(v.Data) > packMax {
+	if l.large(len(v.Data)) {
 		data = unsafe.SliceData(v.Data)
 	}
 	xlen := 0

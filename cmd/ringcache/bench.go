@@ -8,16 +8,15 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/loadgen"
 )
 
 // Limits that keep a mistyped flag from exhausting memory or sockets.
@@ -191,20 +190,28 @@ func runBench(ctx context.Context, args []string, env environ) error {
 	}
 	demo := isDemo(ctx, c, o.URLs, o.Group)
 
-	spec, err := newLoadSpec(cfg, demo)
+	lc, err := newLoadConfig(cfg, demo)
 	if err != nil {
 		return err
 	}
-	defer spec.client.CloseIdleConnections()
+	defer lc.Client.CloseIdleConnections()
 	rep := benchReport{Group: o.Group, Nodes: o.URLs, Keys: cfg.Keys, Zipf: cfg.Zipf, Concurrency: cfg.Concurrency, Procs: runtime.GOMAXPROCS(0)}
-	rep.Check = map[checkMode]string{checkNone: "none", checkDemo: "demo", checkBench: "put"}[spec.check]
+	rep.Check = "none"
+	switch {
+	case cfg.ValueSize > 0:
+		rep.Check = "put"
+	case demo:
+		rep.Check = "demo"
+	}
 
 	prog := progress{w: env.Stderr, terminal: env.terminal(env.Stderr), quiet: cfg.Quiet}
 	if cfg.ValueSize > 0 {
-		fill := *spec
-		fill.put = true
-		res, secs := runPhase(ctx, &fill, cfg, &prog, "fill")
-		p := res.report(secs)
+		fill := lc
+		fill.Source, fill.Check = loadgen.Each(loadgen.Put, cfg.Keys), nil
+		p, err := runPhase(ctx, fill, &prog, "fill")
+		if err != nil {
+			return err
+		}
 		rep.Fill = &p
 		if ctx.Err() != nil {
 			rep.Interrupted = true
@@ -214,8 +221,15 @@ func runBench(ctx context.Context, args []string, env environ) error {
 			return failed(ctx, env.Stderr, scrapeErrs...)
 		}
 	}
-	res, secs := runPhase(ctx, spec, cfg, &prog, "get")
-	rep.Get = res.report(secs)
+	lc.Source = loadgen.Reads(loadgen.NewPicker(cfg.Keys, cfg.Zipf))
+	if cfg.Requests > 0 {
+		lc.Requests = cfg.Requests
+	} else {
+		lc.Duration = cfg.Duration
+	}
+	if rep.Get, err = runPhase(ctx, lc, &prog, "get"); err != nil {
+		return err
+	}
 	rep.Interrupted = ctx.Err() != nil
 
 	// After: bounded, and even after a Ctrl-C, so the report has them.
@@ -256,112 +270,67 @@ func finish(env environ, o *options, rep benchReport) error {
 	return nil
 }
 
-// newLoadSpec builds what the workers share: an http.Transport sized to
-// the concurrency, the nodes' URLs and paths, the key picker.
-func newLoadSpec(cfg benchConfig, demo bool) (*loadSpec, error) {
+// newLoadConfig builds what the phases share: a client sized to the
+// concurrency, the nodes, the check of the bodies.
+func newLoadConfig(cfg benchConfig, demo bool) (loadgen.Config, error) {
 	o := &cfg.opts
-	tr := &http.Transport{
-		Proxy:       http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{Timeout: o.Timeout, KeepAlive: 30 * time.Second}).DialContext,
-		// One keep-alive connection per worker per node: each worker
-		// cycles through the nodes, and a connection closed for want of
-		// an idle slot would make the run measure TCP handshakes.
-		MaxIdleConns:          cfg.Concurrency * len(o.URLs),
-		MaxIdleConnsPerHost:   cfg.Concurrency,
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: o.Timeout, // a bound without a timer per request
-		DisableCompression:    true,
-	}
-	spec := &loadSpec{
-		client:  &http.Client{Transport: tr},
-		keys:    newKeyPicker(cfg.Keys, cfg.Zipf),
-		group:   o.Group,
-		kprefix: cfg.KeyPrefix,
-		token:   o.Token,
-		demo:    demo,
-		stop:    &atomic.Bool{},
-	}
 	for _, raw := range o.URLs {
-		u, err := url.Parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%w: -url %q: %v", errUsage, raw, err)
+		if _, err := url.Parse(raw); err != nil {
+			return loadgen.Config{}, fmt.Errorf("%w: -url %q: %v", errUsage, raw, err)
 		}
-		spec.prefix = append(spec.prefix, strings.TrimRight(u.EscapedPath(), "/")+"/cache/"+o.Group+"/"+cfg.KeyPrefix)
-		u.Path, u.RawPath = "", ""
-		spec.nodes = append(spec.nodes, *u)
+	}
+	lc := loadgen.Config{
+		Client:    loadgen.NewClient(cfg.Concurrency, len(o.URLs), o.Timeout),
+		Targets:   loadgen.URLs(o.URLs...),
+		Group:     o.Group,
+		KeyPrefix: cfg.KeyPrefix,
+		Token:     o.Token,
+		Workers:   cfg.Concurrency,
+		ValueSize: cfg.ValueSize,
+		Seed:      cfg.Seed,
 	}
 	switch {
 	case cfg.ValueSize > 0:
-		spec.check, spec.valSize = checkBench, cfg.ValueSize
+		lc.Check = loadgen.PutCheck(o.Group, cfg.KeyPrefix, cfg.ValueSize, demo)
 	case demo:
-		spec.check = checkDemo
-		spec.demoLen = &atomic.Int64{}
-		spec.demoLen.Store(-1)
+		lc.Check = loadgen.DemoCheck(o.Group, cfg.KeyPrefix)
 	}
-	return spec, nil
+	return lc, nil
 }
 
-// runPhase runs cfg.Concurrency workers over one phase and sums what they
-// measured. The fill PUTs every key once; the GET run lasts cfg.Duration
-// or cfg.Requests requests.
-func runPhase(ctx context.Context, spec *loadSpec, cfg benchConfig, prog *progress, name string) (loadResult, time.Duration) {
-	spec.stop = &atomic.Bool{}
-	spec.remaining = nil
-	if !spec.put && cfg.Requests > 0 {
-		spec.remaining = &atomic.Int64{}
-		spec.remaining.Store(cfg.Requests)
-	}
-	done := make([]padded, cfg.Concurrency)
-	fails := make([]padded, cfg.Concurrency)
-	workers := make([]*worker, cfg.Concurrency)
-	for i := range workers {
-		workers[i] = newWorker(spec, i, cfg.Seed, &done[i], &fails[i])
-	}
-	start := time.Now()
-	if !spec.put && cfg.Requests == 0 {
-		t := time.AfterFunc(cfg.Duration, func() { spec.stop.Store(true) })
-		defer t.Stop()
-	}
+// runPhase runs one phase with a progress line and reports it: the fill
+// PUTs every key once; the GET run lasts -d or -n requests.
+func runPhase(ctx context.Context, lc loadgen.Config, prog *progress, name string) (phaseReport, error) {
 	cpu0, cpuOK := processCPU()
-	stopProgress := prog.start(name, start, done, fails)
-	var wg sync.WaitGroup
-	for i, w := range workers {
-		var keys []int
-		if spec.put {
-			for k := i; k < cfg.Keys; k += cfg.Concurrency {
-				keys = append(keys, k)
-			}
-		}
-		wg.Go(func() { w.run(ctx, keys) })
+	r, err := loadgen.Start(ctx, lc)
+	if err != nil {
+		return phaseReport{}, err
 	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	stopProgress := prog.start(name, time.Now(), r.Progress)
+	res := r.Wait()
 	cpu1, _ := processCPU()
 	stopProgress()
-	var total loadResult
+	p := phaseOf(&res)
 	if cpuOK {
-		total.cpu = cpu1 - cpu0
+		p.ClientCPUs = (cpu1 - cpu0).Seconds()
 	}
-	for _, w := range workers {
-		total.merge(&w.res)
-	}
-	return total, elapsed
+	return p, nil
 }
 
-func (r *loadResult) report(elapsed time.Duration) phaseReport {
+// phaseOf is what a phase's result says.
+func phaseOf(r *loadgen.Result) phaseReport {
 	us := func(d time.Duration) float64 { return float64(d) / 1e3 }
 	p := phaseReport{
-		Requests: r.requests(), Seconds: elapsed.Seconds(),
-		P50us: us(r.hist.quantile(.5)), P90us: us(r.hist.quantile(.9)), P99us: us(r.hist.quantile(.99)), MaxUs: us(r.hist.max),
-		Transport: r.transport, Wrong: r.wrong, Other: r.other, Checked: r.checked,
-		BytesIn: r.bytesIn, BytesOut: r.bytesOut, Status: map[string]int64{}, Reasons: r.errs,
-		ClientCPUs: r.cpu.Seconds(),
+		Requests: r.Requests(), Seconds: r.Elapsed.Seconds(),
+		P50us: us(r.Hist.Quantile(.5)), P90us: us(r.Hist.Quantile(.9)), P99us: us(r.Hist.Quantile(.99)), MaxUs: us(r.Hist.Max()),
+		Transport: r.Transport, Wrong: r.Wrong, Other: r.Other, Checked: r.Checked,
+		BytesIn: r.BytesIn, BytesOut: r.BytesOut, Status: map[string]int64{}, Reasons: r.Errs,
 	}
 	if p.Seconds > 0 {
 		p.ReqPerS = float64(p.Requests) / p.Seconds
 	}
-	p.Errors = r.transport
-	for code, n := range r.status {
+	p.Errors = r.Transport
+	for code, n := range r.Status {
 		if n == 0 {
 			continue
 		}
@@ -522,22 +491,15 @@ type progress struct {
 // start prints the progress of a phase every second until the returned
 // function is called, which prints the last line and returns once the
 // printer has stopped.
-func (p *progress) start(name string, start time.Time, done, fails []padded) func() {
+func (p *progress) start(name string, start time.Time, counts func() (done, failed int64)) func() {
 	if p.quiet {
 		return func() {}
-	}
-	sum := func(cs []padded) int64 {
-		var n int64
-		for i := range cs {
-			n += cs[i].Load()
-		}
-		return n
 	}
 	var last int64
 	lastAt := start
 	line := func(final bool) {
 		now := time.Now()
-		n, f := sum(done), sum(fails)
+		n, f := counts()
 		rate := float64(n-last) / max(now.Sub(lastAt).Seconds(), 1e-9)
 		last, lastAt = n, now
 		s := fmt.Sprintf("%s %5.1fs  %d requests  %.0f req/s  %d failed", name, now.Sub(start).Seconds(), n, rate, f)

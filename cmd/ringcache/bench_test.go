@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/loadgen"
 )
 
 func benchJSON(t *testing.T, r result) benchReport {
@@ -76,7 +78,7 @@ func TestBenchPutThenGet(t *testing.T) {
 	// What bench stored is what its rule says, read by get.
 	got := cli(t, "", urlEnv(urls[1]), "get", "bp-7")
 	want := make([]byte, 1000)
-	fill(want, []byte(benchPrefix+"demo/bp-7"))
+	loadgen.Fill(want, []byte(loadgen.PutPrefix+"demo/bp-7"))
 	if got.err != nil || got.stdout != string(want) {
 		t.Errorf("get bp-7 = %q, %v; want the PUT value", got.stdout, got.err)
 	}
@@ -105,7 +107,7 @@ func TestBenchFirstBodyIsAnEarlierPut(t *testing.T) {
 	if r := cli(t, "", urlEnv(urls...), "bench", "-value-size", "100", "-keys", "1", "-n", "1", "-key-prefix", "bf-", "-q"); r.err != nil {
 		t.Fatal(r.err)
 	}
-	if first := newKeyPicker(2, 3).pick(rand.New(rand.NewPCG(1, 0))); first != 0 {
+	if first := loadgen.NewPicker(2, 3).Pick(rand.New(rand.NewPCG(1, 0))); first != 0 {
 		t.Fatalf("with seed 1 the first key is %d; pick another seed", first)
 	}
 	r := cli(t, "", urlEnv(urls...), "bench", "-keys", "2", "-zipf", "3", "-n", "200", "-c", "1", "-key-prefix", "bf-", "-o", "json", "-q")

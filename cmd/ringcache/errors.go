@@ -1,11 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"syscall"
+
+	"github.com/ringcache/ringcache/internal/loadgen"
 )
 
 var (
@@ -50,21 +49,9 @@ func (e *nodeError) Unwrap() error { return e.Err }
 
 // unreachableReason says in a few words why a request got no answer.
 func unreachableReason(err error) string {
-	var dnsErr *net.DNSError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset"
-	case errors.As(err, &dnsErr):
-		return "no such host " + dnsErr.Name
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
-		return "no answer in time (see -timeout)"
+	r := loadgen.Reason(err)
+	if r == loadgen.NoAnswerInTime {
+		r += " (see -timeout)"
 	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Err != nil {
-		return opErr.Err.Error()
-	}
-	return err.Error()
+	return r
 }

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,11 +28,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/ringcache/ringcache/internal/loadgen"
 	"github.com/ringcache/ringcache/transport/origin"
 )
 
@@ -186,39 +184,36 @@ func measure(c config, size int, mode string) (result, error) {
 		defer d.stop()
 		base, pid = d.base, d.cmd.Process.Pid
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, DisableCompression: true}, Timeout: 30 * time.Second}
+	lc := loadgen.Config{Client: loadgen.NewClient(c.conns, 1, 30*time.Second), Targets: loadgen.URLs(base),
+		Group: group, KeyPrefix: "key-", Workers: c.conns, Check: loadgen.DemoCheck(group, "key-")}
+	client := lc.Client
 	defer client.CloseIdleConnections()
 
 	r := result{keys: keys}
-	var next atomic.Int64
-	start := time.Now()
-	n, err := load(client, base, size, c.conns, func(*rand.Rand) (int, bool) {
-		k := int(next.Add(1)) - 1
-		return k, k < keys
-	})
+	fill := lc
+	fill.Source = loadgen.Each(loadgen.Get, keys)
+	res, err := load(fill)
 	if err != nil {
 		return r, fmt.Errorf("fill: %w", err)
 	}
-	r.fillRate = float64(n) / time.Since(start).Seconds()
+	r.fillRate = float64(res.Requests()) / res.Elapsed.Seconds()
 
 	cpu0, err := procCPU(pid)
 	if err != nil && pid != 0 {
 		return r, err
 	}
-	deadline := time.Now().Add(c.measure)
-	start = time.Now()
-	n, err = load(client, base, size, c.conns, func(rng *rand.Rand) (int, bool) {
-		return rng.IntN(keys), time.Now().Before(deadline)
-	})
+	read := lc
+	read.Source, read.Duration = loadgen.Reads(loadgen.NewPicker(keys, 0)), c.measure
+	res, err = load(read)
 	if err != nil {
 		return r, fmt.Errorf("random reads: %w", err)
 	}
-	r.readRate = float64(n) / time.Since(start).Seconds()
+	r.readRate = float64(res.Requests()) / res.Elapsed.Seconds()
 	cpu1, err := procCPU(pid)
 	if err != nil && pid != 0 {
 		return r, err
 	}
-	r.cpuPerReq = (cpu1 - cpu0).Seconds() / float64(n)
+	r.cpuPerReq = (cpu1 - cpu0).Seconds() / float64(res.Requests())
 
 	resp, err := client.Get(base + "/debug/memory")
 	if err != nil {
@@ -307,59 +302,17 @@ func awaitReady(out io.Reader) (string, error) {
 	return "", fmt.Errorf("the daemon exited before it was ready:\n%s", logs.String())
 }
 
-// load runs conns workers that GET the keys next returns until it says
-// stop, checks every body, and returns the number of requests.
-func load(client *http.Client, base string, size, conns int, next func(*rand.Rand) (int, bool)) (int64, error) {
-	var total atomic.Int64
-	var wg sync.WaitGroup
-	errc := make(chan error, conns)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for w := range conns {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), uint64(size)))
-			var buf bytes.Buffer
-			for ctx.Err() == nil {
-				k, ok := next(rng)
-				if !ok {
-					return
-				}
-				key := fmt.Sprintf("key-%07d", k)
-				if err := getOne(client, base, key, size, &buf); err != nil {
-					errc <- err
-					cancel()
-					return
-				}
-				total.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	select {
-	case err := <-errc:
-		return total.Load(), err
-	default:
-	}
-	return total.Load(), nil
-}
-
-func getOne(client *http.Client, base, key string, size int, buf *bytes.Buffer) error {
-	resp, err := client.Get(base + "/cache/" + group + "/" + key)
+// load runs lc, in which every body is checked against the demo origin's
+// value; any failure fails it.
+func load(lc loadgen.Config) (loadgen.Result, error) {
+	res, err := loadgen.Do(context.Background(), lc)
 	if err != nil {
-		return err
+		return res, err
 	}
-	defer resp.Body.Close()
-	buf.Reset()
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return err
+	if bad := res.Requests() - res.Status[http.StatusOK] + res.Wrong; bad > 0 {
+		return res, fmt.Errorf("%d of %d GETs failed or read a wrong value (%v)", bad, res.Requests(), res.Errs)
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", key, resp.Status, buf.String())
-	}
-	if !bytes.Equal(buf.Bytes(), origin.DemoValue(group, key, size)) {
-		return fmt.Errorf("GET %s: wrong value (%d bytes)", key, buf.Len())
-	}
-	return nil
+	return res, nil
 }
 
 // procCPU returns the user and system CPU time of process pid so far.

@@ -31,12 +31,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/ringcache/ringcache/consistenthash"
+	"github.com/ringcache/ringcache/internal/loadgen"
 )
 
 var (
@@ -366,36 +366,36 @@ func (b *bench) ring() owners {
 	return m
 }
 
-// read reads every key through random nodes of via and checks each value.
+// read reads every key once through the nodes of via, round robin, and
+// checks each value.
 func (b *bench) read(all []string, via []*proc) {
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	var bad atomic.Int64
-	for range *readers {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(all)) {
-					return
-				}
-				k := all[i]
-				p := via[rand.IntN(len(via))]
-				resp, err := b.c.Get(p.url + "/cache/g/" + k)
-				if err != nil {
-					bad.Add(1)
-					continue
-				}
-				body, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || string(body) != "v:"+k {
-					bad.Add(1)
-				}
-			}
-		})
+	urls := make([]string, len(via))
+	for i, p := range via {
+		urls[i] = p.url
 	}
-	wg.Wait()
-	if n := bad.Load(); n > 0 {
-		log.Printf("scale: %d of %d reads failed or read a wrong value", n, len(all))
+	var next atomic.Int64
+	res, err := loadgen.Do(context.Background(), loadgen.Config{
+		Targets: loadgen.URLs(urls...), Group: "g", Workers: *readers,
+		Source: loadgen.SourceFunc(func(_ *rand.Rand, op *loadgen.Op) bool {
+			i := next.Add(1) - 1
+			if i >= int64(len(all)) {
+				return false
+			}
+			*op = loadgen.Op{Name: all[i]}
+			return true
+		}),
+		Check: func(op *loadgen.Op, body []byte) loadgen.Verdict {
+			if string(body) == "v:"+op.Name {
+				return loadgen.Right
+			}
+			return loadgen.Wrong
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if bad := res.Requests() - res.Status[http.StatusOK] + res.Wrong; bad > 0 {
+		log.Printf("scale: %d of %d reads failed or read a wrong value", bad, len(all))
 	}
 }
 

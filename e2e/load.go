@@ -11,12 +11,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/loadgen"
 )
 
 // Keys returns n keys, "key-0000" onwards.
@@ -116,18 +115,17 @@ type Window struct {
 }
 
 // Load sends GET requests for random keys at a steady rate, round robin over
-// its targets, and records every response. A request whose connection is
-// refused or reset is retried once on the next target: that is what a client
-// with a list of nodes does when one of them has just died; any other failure
-// is recorded as it is. Load is safe for concurrent use.
+// its targets, and records every response: internal/loadgen's open loop. A
+// request whose connection is refused or reset is retried once on the next
+// target: that is what a client with a list of nodes does when one of them
+// has just died; a 503 with Retry-After is asked again, a second apart, for
+// up to retryAfterFor; any other failure is recorded as it is. Load is safe
+// for concurrent use.
 type Load struct {
 	cfg     LoadConfig
 	client  *http.Client
-	targets atomic.Pointer[[]Target]
-	next    atomic.Uint64
-	nextW   atomic.Uint64
+	targets *loadgen.Targets
 	seq     atomic.Uint64
-	dropped atomic.Int64
 	paused  atomic.Bool // writes held back
 	written map[string]bool
 
@@ -135,11 +133,17 @@ type Load struct {
 	recs   []Record
 	writes []Op
 	since  time.Time
+	reads  *loadgen.Run
+	wrun   *loadgen.Run
+	taken  int64 // the reads' dropped ticks already taken
 
-	stop     chan struct{}
 	stopOnce sync.Once
-	done     sync.WaitGroup
 }
+
+// writeWorkers bounds the writes in flight: a write held by a paused node
+// must not delay the ones after it, and at WriteRate they cannot pile up
+// this far within a request's timeout.
+const writeWorkers = 256
 
 // NewLoad returns a generator for cfg; Start sets it going.
 func NewLoad(cfg LoadConfig) (*Load, error) {
@@ -177,135 +181,112 @@ func NewLoad(cfg LoadConfig) (*Load, error) {
 	tr.MaxIdleConnsPerHost = cfg.Workers
 	tr.IdleConnTimeout = clientIdleTimeout
 	l := &Load{
-		cfg:    cfg,
-		client: &http.Client{Timeout: cfg.Timeout, Transport: withWriteToken(tr, cfg.WriteToken)},
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		client:  &http.Client{Timeout: cfg.Timeout, Transport: withWriteToken(tr, cfg.WriteToken)},
+		targets: loadgen.NewTargets(),
 	}
 	l.written = make(map[string]bool, len(cfg.WriteKeys))
 	for _, k := range cfg.WriteKeys {
 		l.written[k] = true
 	}
-	l.targets.Store(&[]Target{})
 	return l, nil
 }
 
 // SetTargets replaces the nodes requests go to.
 func (l *Load) SetTargets(ts []Target) {
-	ts = slices.Clone(ts)
-	l.targets.Store(&ts)
+	lts := make([]loadgen.Target, len(ts))
+	for i, t := range ts {
+		lts[i] = loadgen.Target{Name: t.Node, URL: t.URL}
+	}
+	l.targets.Set(lts)
 }
 
 // Targets returns the nodes requests go to.
-func (l *Load) Targets() []Target { return slices.Clone(*l.targets.Load()) }
+func (l *Load) Targets() []Target {
+	lts := l.targets.Load()
+	ts := make([]Target, len(lts))
+	for i, t := range lts {
+		ts[i] = Target{Node: t.Name, URL: t.URL}
+	}
+	return ts
+}
 
 // Start sends requests until Stop is called or ctx ends.
 func (l *Load) Start(ctx context.Context) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.since = time.Now()
-	l.mu.Unlock()
-	jobs := make(chan string)
-	for range l.cfg.Workers {
-		l.done.Add(1)
-		go func() {
-			defer l.done.Done()
-			for key := range jobs {
-				l.record(l.do(ctx, key))
-			}
-		}()
-	}
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		defer close(jobs)
-		tick := time.NewTicker(time.Second / time.Duration(l.cfg.Rate))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			key := l.cfg.Keys[rand.IntN(len(l.cfg.Keys))]
-			if len(l.cfg.WriteKeys) > 0 && rand.Float64() < l.cfg.WriteShare {
-				key = l.cfg.WriteKeys[rand.IntN(len(l.cfg.WriteKeys))]
-			}
-			select {
-			case jobs <- key:
-			default:
-				l.dropped.Add(1)
-			}
+	base := loadgen.Config{Client: l.client, Targets: l.targets, Group: l.cfg.Group, RetryRefused: true,
+		Seed: rand.Uint64()}
+	reads := base
+	reads.Workers, reads.Rate = l.cfg.Workers, float64(l.cfg.Rate)
+	reads.RetryAfter, reads.KeepBodies, reads.Observe = retryAfterFor, true, l.record
+	reads.Source = loadgen.SourceFunc(func(r *rand.Rand, op *loadgen.Op) bool {
+		key := l.cfg.Keys[r.IntN(len(l.cfg.Keys))]
+		if len(l.cfg.WriteKeys) > 0 && r.Float64() < l.cfg.WriteShare {
+			key = l.cfg.WriteKeys[r.IntN(len(l.cfg.WriteKeys))]
 		}
-	}()
-	if len(l.cfg.WriteKeys) > 0 && l.cfg.WriteRate > 0 {
-		l.startWrites(ctx)
+		*op = loadgen.Op{Kind: loadgen.Get, Name: key}
+		return true
+	})
+	l.reads = mustStart(ctx, reads)
+	if len(l.cfg.WriteKeys) == 0 || l.cfg.WriteRate <= 0 {
+		return
 	}
+	writes := base
+	writes.Workers, writes.Rate = writeWorkers, float64(l.cfg.WriteRate)
+	writes.ContentType = "text/plain; charset=utf-8"
+	writes.Source = loadgen.SourceFunc(func(r *rand.Rand, op *loadgen.Op) bool {
+		if l.paused.Load() {
+			return false
+		}
+		key := l.cfg.WriteKeys[r.IntN(len(l.cfg.WriteKeys))]
+		*op = loadgen.Op{Kind: loadgen.Delete, Name: key}
+		if r.Float64() >= l.cfg.DeleteShare {
+			// A retried PUT writes the same value, so applying it twice
+			// is applying it once.
+			*op = loadgen.Op{Kind: loadgen.Put, Name: key, Value: fmt.Appendf(nil, "%s #%d %s", l.cfg.Writer, l.seq.Add(1), key)}
+		}
+		return true
+	})
+	writes.Before = func(r *loadgen.Record) {
+		r.Note = l.history().Begin(kindOf(r.Op.Kind), r.Op.Name, r.Target, r.Op.Value)
+	}
+	writes.Observe = func(r *loadgen.Record) {
+		op := r.Note.(*Pending).End(r.Served, r.Status, r.Err, r.Unreached)
+		l.mu.Lock()
+		l.writes = append(l.writes, op)
+		l.mu.Unlock()
+	}
+	l.wrun = mustStart(ctx, writes)
 }
 
-// startWrites sends writes at WriteRate, each on its own goroutine: a
-// write held by a paused node must not delay the ones after it, and the
-// rate is low enough that they cannot pile up beyond the timeout.
-func (l *Load) startWrites(ctx context.Context) {
-	l.done.Add(1)
-	go func() {
-		defer l.done.Done()
-		tick := time.NewTicker(time.Second / time.Duration(l.cfg.WriteRate))
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-l.stop:
-				return
-			case <-tick.C:
-			}
-			if l.paused.Load() {
-				continue
-			}
-			key := l.cfg.WriteKeys[rand.IntN(len(l.cfg.WriteKeys))]
-			kind := Put
-			if rand.Float64() < l.cfg.DeleteShare {
-				kind = Delete
-			}
-			l.done.Add(1)
-			go func() {
-				defer l.done.Done()
-				op := l.write(ctx, kind, key)
-				l.mu.Lock()
-				l.writes = append(l.writes, op)
-				l.mu.Unlock()
-			}()
-		}
-	}()
+// mustStart starts cfg, which Start built valid.
+func mustStart(ctx context.Context, cfg loadgen.Config) *loadgen.Run {
+	r, err := loadgen.Start(ctx, cfg)
+	if err != nil {
+		panic(err)
+	}
+	return r
 }
 
-// write sends one PUT or DELETE through the next target, retried once on
-// the one after when the first refused or reset the connection: a retried
-// PUT writes the same value, so applying it twice is applying it once.
-func (l *Load) write(ctx context.Context, kind Kind, key string) Op {
-	ts := *l.targets.Load()
-	var value []byte
-	if kind == Put {
-		value = fmt.Appendf(nil, "%s #%d %s", l.cfg.Writer, l.seq.Add(1), key)
+// history is where the writes are announced: the configured History, or
+// one nobody reads, which keeps one code path.
+func (l *Load) history() *History {
+	if l.cfg.History != nil {
+		return l.cfg.History
 	}
-	h := l.cfg.History
-	if h == nil {
-		h = NewHistory() // records nothing anyone reads; keeps one code path
+	return NewHistory()
+}
+
+func kindOf(k loadgen.Kind) Kind {
+	switch k {
+	case loadgen.Put:
+		return Put
+	case loadgen.Delete:
+		return Delete
 	}
-	if len(ts) == 0 {
-		return h.Begin(kind, key, "", value).End("", 0, errors.New("no targets"), "")
-	}
-	i := int(l.nextW.Add(1) % uint64(len(ts)))
-	p := h.Begin(kind, key, ts[i].Node, value)
-	status, unreached, err := Write(ctx, l.client, kind, ts[i].URL, l.cfg.Group, key, value)
-	node := ts[i].Node
-	if err != nil && len(ts) > 1 && Retryable(err) {
-		j := (i + 1) % len(ts)
-		node = ts[j].Node
-		status, unreached, err = Write(ctx, l.client, kind, ts[j].URL, l.cfg.Group, key, value)
-	}
-	return p.End(node, status, err, unreached)
+	return Read
 }
 
 // Write sends one PUT (of value) or DELETE of key through the node at base
@@ -344,8 +325,14 @@ func (l *Load) SetWriting(on bool) { l.paused.Store(!on) }
 // again does nothing.
 func (l *Load) Stop() {
 	l.stopOnce.Do(func() {
-		close(l.stop)
-		l.done.Wait()
+		l.mu.Lock()
+		reads, writes := l.reads, l.wrun
+		l.mu.Unlock()
+		for _, r := range []*loadgen.Run{reads, writes} {
+			if r != nil {
+				r.Stop()
+			}
+		}
 		l.client.CloseIdleConnections()
 	})
 }
@@ -356,13 +343,22 @@ func (l *Load) Take() Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	w := Window{Records: l.recs, Writes: l.writes, Dropped: int(l.dropped.Swap(0)), Start: l.since, End: now}
+	w := Window{Records: l.recs, Writes: l.writes, Start: l.since, End: now}
+	if l.reads != nil {
+		d := l.reads.Dropped()
+		w.Dropped, l.taken = int(d-l.taken), d
+	}
 	l.recs, l.writes, l.since = nil, nil, now
 	return w
 }
 
-func (l *Load) record(r Record) {
-	r.Written = l.written[r.Key]
+// record records a read.
+func (l *Load) record(lr *loadgen.Record) {
+	r := Record{At: lr.At, Key: lr.Op.Name, Node: lr.Target, Served: lr.Served, Retried: lr.Retried,
+		Status: lr.Status, Body: lr.Body, Dur: lr.Dur, Written: l.written[lr.Op.Name]}
+	if lr.Err != nil {
+		r.Err = lr.Err.Error()
+	}
 	if h := l.cfg.History; h != nil {
 		h.Add(r.Op())
 	}
@@ -377,87 +373,7 @@ func (r Record) Op() Op {
 		Status: r.Status, Err: r.Err, Value: r.Body}
 }
 
-// do sends one request, retrying once on the next target when the first one
-// refused or reset the connection.
-func (l *Load) do(ctx context.Context, key string) Record {
-	ts := *l.targets.Load()
-	rec := Record{At: time.Now(), Key: key}
-	if len(ts) == 0 {
-		rec.Err = "no targets"
-		return rec
-	}
-	i := int(l.next.Add(1) % uint64(len(ts)))
-	rec.Node = ts[i].Node
-	// One attempt: at ts[i], then once at the next target when ts[i]
-	// refused or reset the connection.
-	attempt := func() (int, []byte, bool, error) {
-		rec.Served = ts[i].Node
-		status, body, again, err := l.get(ctx, ts[i].URL, key)
-		if err != nil && len(ts) > 1 && Retryable(err) {
-			j := (i + 1) % len(ts)
-			rec.Retried = true
-			rec.Served = ts[j].Node
-			status, body, again, err = l.get(ctx, ts[j].URL, key)
-		}
-		return status, body, again, err
-	}
-	status, body, again, err := attempt()
-	// A 503 with Retry-After asks the client to come back: the generator
-	// does, as a client should, for up to retryAfterFor.
-	for again && time.Since(rec.At) < retryAfterFor {
-		t := time.NewTimer(time.Second)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			again = false
-			continue
-		case <-t.C:
-		}
-		rec.Retried = true
-		status, body, again, err = attempt()
-	}
-	rec.Status, rec.Body = status, body
-	if err != nil {
-		rec.Err = err.Error()
-	}
-	rec.Dur = time.Since(rec.At)
-	return rec
-}
-
 // retryAfterFor bounds how long a read answered 503 with Retry-After is
 // asked again: longer than the rings take to drop a dead or paused node
 // (its lease, the hold-down), after which the key has another owner.
 const retryAfterFor = 15 * time.Second
-
-// get sends one attempt; a body cut short is an error like a failed dial.
-// again reports a 503 with Retry-After.
-func (l *Load) get(ctx context.Context, base, key string) (status int, body []byte, again bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
-		base+"/cache/"+url.PathEscape(l.cfg.Group)+"/"+url.PathEscape(key), nil)
-	if err != nil {
-		return 0, nil, false, err
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
-		return 0, nil, false, err
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, nil, false, err
-	}
-	again = resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != ""
-	return resp.StatusCode, body, again, nil
-}
-
-// Retryable reports whether err means the node refused or reset the
-// connection. Through Docker's userland proxy (docker-proxy, which publishes
-// the ports here) a refused or reset connection to the container arrives as
-// an accepted connection closed before any response: io.EOF or
-// io.ErrUnexpectedEOF, or net/http's unexported "server closed idle
-// connection" when that happens on a new connection, so those count too.
-func Retryable(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		strings.Contains(err.Error(), "server closed idle connection")
-}

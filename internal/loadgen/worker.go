@@ -125,21 +125,23 @@ func (w *worker) count(ctx context.Context, ok bool) {
 func (w *worker) do(ctx context.Context, op *Op) bool {
 	ts := w.cfg.Targets.Load()
 	rec := Record{At: time.Now(), Op: *op}
+	if len(ts) > 0 {
+		if len(ts) != len(w.ts) || &ts[0] != &w.ts[0] {
+			w.target(ts)
+		}
+		w.node = (w.node + 1) % len(ts)
+		rec.Target = w.ts[w.node].name()
+	}
+	if w.cfg.Before != nil {
+		w.cfg.Before(&rec)
+	}
 	if len(ts) == 0 {
 		rec.Err = errors.New("no targets")
 		w.res.Transport++
 		w.observe(&rec)
 		return false
 	}
-	if len(ts) != len(w.ts) || &ts[0] != &w.ts[0] {
-		w.target(ts)
-	}
-	w.node = (w.node + 1) % len(ts)
 	first := w.node
-	rec.Target = w.ts[first].name()
-	if w.cfg.Before != nil {
-		w.cfg.Before(&rec)
-	}
 	// One attempt: at the first target, then once at the next when it
 	// refused or reset the connection.
 	attempt := func() (status int, again bool, err error) {

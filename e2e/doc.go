@@ -1,8 +1,10 @@
 //go:build e2e
 
 // Package e2e proves a ringcache cluster from outside: it starts the docker
-// compose cluster of deploy/ through its scripts, drives it with a load
-// generator over the nodes' published ports on 127.0.0.1, injects faults with
+// compose cluster of deploy/ through its scripts, drives it with the
+// project's load generator (internal/loadgen, in an open loop: a steady
+// rate whatever the answers take) over the nodes' published ports on
+// 127.0.0.1, injects faults with
 // docker commands (kill, stop, pause, network disconnect, etcd outage,
 // scaling) and checks what clients saw and how often the origin was asked.
 //

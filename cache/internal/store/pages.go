@@ -82,8 +82,7 @@ type rec struct {
 	off  uint32
 	// klen and ctlen are the lengths of the key and the content type; the
 	// extras (with hasExtra) and a value of at most the store's packLimit
-	// bytes follow
-	// them.
+	// bytes follow them.
 	klen, ctlen uint32
 	flags       uint16
 }
@@ -333,12 +332,15 @@ func (l *Store) reserve(id int32, n int) (pi int32, off uint32) {
 // addPage adds a page of size bytes (for a shared page, all of its
 // allocation's size class), of one entry if own, and returns its index.
 func (l *Store) addPage(size int, own bool) int32 {
-	p := &page{buf: slices.Grow([]byte(nil), size), own: own}
+	// A page of its own has its exact size: the allocator's rounding
+	// would be dead bytes, which in a small store are most of its slack.
+	var buf []byte
 	if own {
-		// Of its exact size: the allocator's rounding would be dead
-		// bytes, which in a small store are most of its slack.
-		p.buf = make([]byte, 0, size)
+		buf = make([]byte, 0, size)
+	} else {
+		buf = slices.Grow(buf, size)
 	}
+	p := &page{buf: buf, own: own}
 	if k := len(l.freePages); k > 0 {
 		pi := l.freePages[k-1]
 		l.freePages = l.freePages[:k-1]

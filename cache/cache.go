@@ -201,9 +201,11 @@ type Config struct {
 	// purge that may have been made in the cluster (Group.Purge). While it
 	// reports false nothing is served from this node's caches, nor handed
 	// to another node: every read is a miss, loaded from the origin (once
-	// per key, as ever). With etcd membership (transport.Node) it is false
-	// once the node has not read the purge log for a purge lease. If nil,
-	// always true.
+	// per key, as ever), but for a key written in the cluster that the
+	// node heard of, which it owns: that is answered ErrOwnerUnreachable,
+	// since the written value may still be the one to serve. With etcd
+	// membership (transport.Node) it is false once the node has not read
+	// the purge log for a purge lease. If nil, always true.
 	Current func() bool
 	// HandoffWindow is how long after a ring change the node keeps the
 	// values of keys it no longer owns, for their new owners to take, and

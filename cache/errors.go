@@ -56,10 +56,11 @@ var (
 	// its owner (this node applied, forwarded or was told of the write)
 	// when the owner's value cannot be read now: the owner cannot be
 	// reached and no heir holds a copy, or the owner is this node and its
-	// tenure is in doubt (Config.Tenure). The origin's value is older than
-	// the written one, so none is loaded in its place. It passes when the
-	// owner answers again (or its tenure is settled), or when the ring
-	// gives the key to another node.
+	// tenure is in doubt (Config.Tenure) or it may have missed a purge
+	// (Config.Current). The origin's value is older than the written one,
+	// so none is loaded in its place. It passes when the owner answers
+	// again (its tenure is settled, it reads the purge log), or when the
+	// ring gives the key to another node.
 	ErrOwnerUnreachable = errors.New("cache: key written at its owner, which cannot be reached")
 
 	// ErrPurgeNotRecorded is returned by a Purger (Purge, PurgePrefix)

@@ -158,6 +158,36 @@ func TestTenure(t *testing.T) {
 	mustGet(t, g, "w", "written") // the peers confirmed the term: the write was never lost
 }
 
+// TestNotCurrent: while the node may have missed a purge (Config.Current
+// false), nothing is served from its caches: a key nobody wrote is read
+// from the origin, and a written key it owns is answered
+// ErrOwnerUnreachable, not with the origin's value in place of the write.
+// Once current again, it serves what it kept.
+func TestNotCurrent(t *testing.T) {
+	t.Parallel()
+	var current atomic.Bool
+	current.Store(true)
+	var loads atomic.Int64
+	n := newNode(t, Config{Current: current.Load})
+	g, err := n.NewGroup(GroupConfig{Name: "g", MaxBytes: 1 << 20, Getter: GetterFunc(func(_ context.Context, key string) (Value, error) {
+		return Value{Data: fmt.Appendf(nil, "o%d", loads.Add(1))}, nil
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, g, "k", "o1")
+	if _, err := g.Set(t.Context(), "w", Value{Data: []byte("written")}); err != nil {
+		t.Fatal(err)
+	}
+	current.Store(false)
+	mustGet(t, g, "k", "o2")
+	if v, err := g.Get(t.Context(), "w"); !errors.Is(err, ErrOwnerUnreachable) {
+		t.Fatalf("Get of a written key while not current: %q, %v; want ErrOwnerUnreachable", v.Data, err)
+	}
+	current.Store(true)
+	mustGet(t, g, "w", "written")
+}
+
 // TestHotCopiesLiveUnderTheOwnersLease: a hot copy is served while its
 // owner's contact lease holds, not while it is lapsed, and never again under
 // a later epoch. A fallback copy (owner unreachable) is served without a

@@ -105,6 +105,13 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 			return Value{}, fmt.Errorf("%w: %q: this node owns it but cannot yet tell whether its cache still holds (its registration lapsed, and its peers have not confirmed it)",
 				ErrOwnerUnreachable, key)
 		}
+		if !g.node.current() && g.everWritten.has(g.keyHash(key)) {
+			// The written value is served again once the purge log is
+			// read: a purge this node may have missed would make the
+			// origin's value right, and none wrong (Config.Current).
+			return Value{}, fmt.Errorf("%w: %q: this node owns it but cannot tell whether a purge it has not read replaced it (the purge log is out of reach)",
+				ErrOwnerUnreachable, key)
+		}
 	}
 	if pgd, ok := g.takeGuard(gd); !remote && held && ok && g.inHandoff() {
 		if v, err, ok := g.takeOver(ctx, key, pgd, stored.Tag); ok {

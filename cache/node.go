@@ -52,9 +52,10 @@
 // from the origin again. But no node reads a written key from the origin
 // while the written value may still be served: a node that cannot reach the
 // key's owner (and finds no heir's copy), or that owns it with its Tenure in
-// doubt, answers ErrOwnerUnreachable for a key written in the cluster that
-// it heard of (a write it applied or forwarded, or the owner's drop), where
-// for other keys it loads the origin's value. Otherwise a read could return
+// doubt or while it is not Current, answers ErrOwnerUnreachable for a key
+// written in the cluster that it heard of (a write it applied or
+// forwarded, or the owner's drop), where for other keys it loads the
+// origin's value. Otherwise a read could return
 // the origin's value and then the written one again. For the same reason an
 // owner that no longer holds a written value (evicted) drops the other
 // nodes' copies of it before it serves the origin's (for the 32,768 keys

@@ -24,7 +24,7 @@ const (
 	DefaultMaxIdleConnsPerHost = 64
 	DefaultSignatureWindow     = 30 * time.Second
 	DefaultMaxNonces           = 1 << 18
-	DefaultPurgeLease          = time.Minute
+	DefaultPurgeLease          = 2 * time.Minute
 	DefaultRepairRate          = 32 << 20
 )
 
@@ -85,11 +85,15 @@ type Config struct {
 	// PurgeLease bounds how long a node with a purge log (etcd membership)
 	// serves from its caches after it last read the log, itself or through
 	// a peer that had (lookups stop 1/16 of it early: they read a flag a
-	// timer keeps, not the clock): past it the node serves every read from the origin,
-	// keeping its caches, until it reads the log again. It is how long a
-	// purge waits for a node it cannot reach before it returns (a node it
-	// reached answers at once), and how long etcd can be out of reach of
-	// every node before the caches stop serving. If zero, 1m; at most 5m.
+	// timer keeps, not the clock): past it the node serves every read from
+	// the origin, keeping its caches, until it reads the log again. It is
+	// how long a purge waits for a node it cannot reach before it returns
+	// (a node it reached answers at once), and, less 1/16 of it and the
+	// age of the last read (the log is read every 5 s, or every quarter of
+	// the lease if shorter), how long etcd can be out of reach of every
+	// node before the caches stop serving: 107 s at the default, so that a
+	// bad minute of etcd (an election, a slow disk, a paused VM) costs the
+	// caches nothing. If zero, 2m; at most 5m.
 	PurgeLease time.Duration
 
 	// RepairRate bounds the bytes a second of copies that a node sends

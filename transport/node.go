@@ -234,7 +234,7 @@ func (n *Node) applied(err error) error {
 // SetMembership makes m the node's registration: its Tenure guards the
 // main cache, its Ready is part of the node's, and Shutdown leaves it. If
 // m is a PurgeLog (a *peers.Registry is), purges are recorded in it, and
-// the node reads it every Pool.PurgeLease/4 (see Config.PurgeLease). Call
+// the node reads it every 5 s at most (see Config.PurgeLease). Call
 // it once m is built (peers.New with this node as its Setter), before the
 // node serves.
 func (n *Node) SetMembership(m Membership) {

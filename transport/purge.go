@@ -286,10 +286,17 @@ func (ps *purges) readLog(ctx context.Context, log PurgeLog) error {
 	return nil
 }
 
-// follow reads the log every PurgeLease/4 until ctx ends; when the log is
-// out of reach, it catches up through a peer that read it, every second.
+// purgeReadEvery bounds how often a node reads the purge log: the age of
+// its last read when etcd goes out of reach is taken from how long the
+// caches may go on serving (PurgeLease), so the log is read often (a read
+// of what was recorded since the last one: one small range request).
+const purgeReadEvery = 5 * time.Second
+
+// follow reads the log every PurgeLease/4, or purgeReadEvery if sooner,
+// until ctx ends; when the log is out of reach, it catches up through a
+// peer that read it, every second.
 func (ps *purges) follow(ctx context.Context, log PurgeLog) {
-	every := ps.pool.cfg.PurgeLease / 4
+	every := min(ps.pool.cfg.PurgeLease/4, purgeReadEvery)
 	warned := false
 	for {
 		rctx, cancel := context.WithTimeout(ctx, every)

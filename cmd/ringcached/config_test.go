@@ -153,7 +153,7 @@ func TestLoadConfigEnv(t *testing.T) {
 		Peers: []string{"http://a:8080", "http://b:8080"}, Cluster: "default", NodeID: "node-a",
 		LeaseTTL: 5 * time.Second, HoldDown: time.Second, Secret: "0123456789abcdef", ConfigFile: file,
 		LogLevel: "info", LogFormat: "json", MaxKeyBytes: 100, Hash: "crc32", Replicas: 50, Weight: 1, ShutdownTimeout: 3 * time.Second,
-		PeerTimeout: time.Second, CopyLease: time.Second, PurgeLease: time.Minute, CoalesceFetches: true, Placement: "auto", Positions: 16,
+		PeerTimeout: time.Second, CopyLease: time.Second, PurgeLease: 2 * time.Minute, CoalesceFetches: true, Placement: "auto", Positions: 16,
 		Copies: 1, RepairRate: DefaultConfig().RepairRate,
 		Public: DefaultConfig().Public,
 		Groups: []GroupSpec{

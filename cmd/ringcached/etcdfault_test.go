@@ -179,13 +179,24 @@ func TestEtcdFaultsKeepCaches(t *testing.T) {
 	}{{"cut", etcdCut}, {"stall", etcdStall}} {
 		for _, n := range []int{3, 5} {
 			t.Run(fmt.Sprintf("%s/%d nodes", f.name, n), func(t *testing.T) {
-				testEtcdFault(t, n, f.fault(t))
+				testEtcdFault(t, n, f.fault(t), 2*DefaultConfig().LeaseTTL+time.Second)
 			})
 		}
 	}
 }
 
-func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
+// TestEtcdStallOfAMinuteAndAHalf: at the default purge lease, etcd stalled
+// for 90 s (a bad minute of etcd, and half more) costs the caches nothing
+// either: the nodes serve every read from their caches throughout, and
+// keep them when it answers again.
+func TestEtcdStallOfAMinuteAndAHalf(t *testing.T) {
+	testEtcdFault(t, 3, etcdStall(t), 90*time.Second)
+}
+
+// testEtcdFault warms a cluster of size nodes, keeps etcd out of their
+// reach for out, reading throughout, and reads every key again once it is
+// back: no wrong answer and no origin load, during or after.
+func testEtcdFault(t *testing.T, size int, etcd etcdFault, out time.Duration) {
 	const keys, written = 2000, 100
 	o := newCountingOrigin(t, 0)
 	tc := startCluster(t, size, o, "", func(c *Config) {
@@ -222,10 +233,9 @@ func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
 	}
 	warm, _, _ := o.stats()
 
-	lease := DefaultConfig().LeaseTTL
 	etcd.inject()
 	cutAt := time.Now()
-	for pass := 0; time.Since(cutAt) < 2*lease+time.Second; pass++ {
+	for pass := 0; time.Since(cutAt) < out; pass++ {
 		// The nodes keep serving while etcd is out of reach.
 		runWorkers(16, keys/10, func(i int) { i = i*10 + pass%10; r.check(i+pass, fmt.Sprintf("k%d", i), value(i)) })
 		time.Sleep(200 * time.Millisecond)
@@ -233,9 +243,12 @@ func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
 	if n, some := r.failures(); n > 0 {
 		t.Errorf("while etcd was out: %d wrong answers, such as %v", n, some)
 	}
+	if loads, _, _ := o.stats(); loads != warm {
+		t.Errorf("%d origin loads while etcd was out for %v; want 0", loads-warm, out)
+	}
 	etcd.heal()
 	awaitNodes(t, nodes, "registered again", func(n *node) bool { c, _ := n.etcdConnected(); return c })
-	t.Logf("etcd out for %v; every node registered again %v after the fault began", 2*lease+time.Second, time.Since(cutAt).Round(time.Millisecond))
+	t.Logf("etcd out for %v; every node registered again %v after the fault began", out, time.Since(cutAt).Round(time.Millisecond))
 
 	runWorkers(64, keys, func(i int) { r.check(i+2, fmt.Sprintf("k%d", i), value(i)) })
 	if n, some := r.failures(); n > 0 {
@@ -243,5 +256,79 @@ func testEtcdFault(t *testing.T, size int, etcd etcdFault) {
 	}
 	if loads, _, _ := o.stats(); loads != warm {
 		t.Errorf("%d origin loads after etcd came back for %d warm keys; want 0", loads-warm, keys)
+	}
+}
+
+// TestEtcdOutPastThePurgeLease: etcd out of every node's reach for longer
+// than the purge lease allows (here a short one) makes the nodes serve from
+// the origin, since a purge may have been recorded that they cannot see;
+// but a key written in the cluster is then answered 503 with Retry-After,
+// never with the origin's value in place of the write (which a missed
+// purge would have made right, and no missed purge wrong). Once etcd
+// answers, every write is served again from the caches kept.
+func TestEtcdOutPastThePurgeLease(t *testing.T) {
+	const keys, written = 300, 30
+	etcd := etcdStall(t)
+	o := newCountingOrigin(t, 0)
+	tc := startCluster(t, 3, o, "", func(c *Config) {
+		c.Peers = nil
+		c.Etcd = []string{etcd.endpoint}
+		c.Public.WriteToken = testToken
+		c.PurgeLease = 8 * time.Second // caches trusted for 5.5 s after the last read of the log
+	})
+	awaitNodes(t, tc.nodes, "in a ring of 3", func(n *node) bool { return n.members() == 3 })
+	r := &reader{t: t, c: clientFrom("127.0.0.1", 32), urls: tc.urls}
+	value := func(i int) string {
+		if i < written {
+			return fmt.Sprintf("put-%d", i)
+		}
+		return fmt.Sprintf("v:k%d", i)
+	}
+	runWorkers(8, written, func(i int) {
+		if code, body := r.do(http.MethodPut, fmt.Sprintf("%s/cache/g/k%d", tc.urls[i%3], i), value(i)); code != http.StatusNoContent {
+			t.Errorf("PUT k%d: %d %s", i, code, body)
+		}
+	})
+	runWorkers(16, keys, func(i int) { r.check(i, fmt.Sprintf("k%d", i), value(i)) })
+	if n, some := r.failures(); n > 0 {
+		t.Fatalf("warming: %d wrong answers, such as %v", n, some)
+	}
+	warm, _, _ := o.stats()
+
+	etcd.inject()
+	stallAt := time.Now()
+	awaitNodes(t, tc.nodes, "serving from the origin", func(n *node) bool { return !n.pool.PurgesCurrent() })
+	var mu sync.Mutex
+	answers := map[string]int{}
+	runWorkers(16, keys, func(i int) {
+		code, got := r.do(http.MethodGet, fmt.Sprintf("%s/cache/g/k%d", tc.urls[i%3], i), "")
+		kind := "written"
+		if i >= written {
+			kind = "unwritten"
+		}
+		switch {
+		case code == http.StatusOK && got == value(i):
+			kind += ": its value"
+		case code == http.StatusServiceUnavailable && i < written:
+			kind += ": 503"
+		default:
+			kind += fmt.Sprintf(": %d %q", code, got)
+			t.Errorf("k%d via %s, etcd out %v: %d %q; want %q, or a 503 for a written key", i, tc.urls[i%3],
+				time.Since(stallAt).Round(time.Millisecond), code, got, value(i))
+		}
+		mu.Lock()
+		answers[kind]++
+		mu.Unlock()
+	})
+	t.Logf("past the purge lease: %v", answers)
+	etcd.heal()
+	awaitNodes(t, tc.nodes, "serving from their caches again", func(n *node) bool { return n.pool.PurgesCurrent() })
+	before, _, _ := o.stats()
+	runWorkers(16, keys, func(i int) { r.check(i+1, fmt.Sprintf("k%d", i), value(i)) })
+	if n, some := r.failures(); n > 0 {
+		t.Errorf("etcd back: %d wrong answers, such as %v", n, some)
+	}
+	if after, _, _ := o.stats(); after != before || before == warm {
+		t.Errorf("origin loads: %d while etcd was out, %d after it answered; want some, then 0", before-warm, after-before)
 	}
 }

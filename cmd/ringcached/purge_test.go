@@ -204,6 +204,7 @@ func TestPurgeReachesAPartitionedNode(t *testing.T) {
 		c.Etcd = []string{"http://" + toEtcd[c.NodeID].Addr()}
 		c.PeerURL = "http://" + toPeer[c.NodeID].Addr()
 		c.LogLevel = "info"
+		c.PurgeLease = 30 * time.Second // what the purge waits for n2
 	})
 	defer func() {
 		if t.Failed() {
@@ -231,8 +232,8 @@ func TestPurgeReachesAPartitionedNode(t *testing.T) {
 	t.Cleanup(func() { toEtcd["n2"].Restore(); toPeer["n2"].Restore() })
 	o.gen.Store(2)
 	start := time.Now()
-	// The purge waits out n2's purge lease (a minute): longer than the
-	// reader's client waits.
+	// The purge waits out n2's purge lease: longer than the reader's
+	// client waits.
 	slow := &reader{t: t, c: &http.Client{Timeout: 3 * time.Minute}, urls: tc.urls}
 	code, a := purge(t, slow, tc.urls[0], "")
 	took := time.Since(start)

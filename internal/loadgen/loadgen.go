@@ -271,17 +271,18 @@ func Start(ctx context.Context, cfg Config) (*Run, error) {
 	var jobs chan Op
 	if cfg.Rate > 0 {
 		jobs = make(chan Op)
-		r.done.Add(1)
-		go func() {
-			defer r.done.Done()
-			defer close(jobs)
-			r.pace(ctx, jobs)
-		}()
 	}
 	for i := range cfg.Workers {
 		w := newWorker(r, i)
 		r.workers = append(r.workers, w)
 		r.done.Go(func() { w.run(ctx, jobs) })
+	}
+	if jobs != nil {
+		// Once the workers are there: a tick before would find none idle.
+		r.done.Go(func() {
+			defer close(jobs)
+			r.pace(ctx, jobs)
+		})
 	}
 	return r, nil
 }

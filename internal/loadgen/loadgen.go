@@ -179,8 +179,8 @@ type Config struct {
 	// Check judges a 200's body; nil: not checked.
 	Check Check
 	// RetryRefused asks the next target, once, when one refused or reset
-	// the connection (Retryable): what a client with a list of nodes does
-	// when one has just died.
+	// the connection (or, through Docker's proxy, closed it unanswered):
+	// what a client with a list of nodes does when one has just died.
 	RetryRefused bool
 	// RetryAfter, if positive, is how long a GET answered 503 with
 	// Retry-After is asked again, a second apart, as a client should.

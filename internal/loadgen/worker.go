@@ -147,7 +147,7 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 	attempt := func() (status int, again bool, err error) {
 		i := first
 		status, again, err = w.send(ctx, i, op, &rec)
-		if err != nil && w.cfg.RetryRefused && len(ts) > 1 && Retryable(err) && ctx.Err() == nil {
+		if err != nil && w.cfg.RetryRefused && len(ts) > 1 && retryable(err) && ctx.Err() == nil {
 			i = (i + 1) % len(ts)
 			rec.Retried = true
 			status, again, err = w.send(ctx, i, op, &rec)
@@ -365,14 +365,14 @@ func Reason(err error) string {
 	return err.Error()
 }
 
-// Retryable reports whether err means the node refused or reset the
+// retryable reports whether err means the node refused or reset the
 // connection. Through Docker's userland proxy (docker-proxy, which
 // publishes a container's ports) a refused or reset connection to the
 // container arrives as an accepted connection closed before any
 // response: io.EOF or io.ErrUnexpectedEOF, or net/http's unexported
 // "server closed idle connection" when that happens on a new connection,
 // so those count too.
-func Retryable(err error) bool {
+func retryable(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		strings.Contains(err.Error(), "server closed idle connection")

@@ -346,20 +346,28 @@ func TestReadAfterAWriteOutlivedItsRing(t *testing.T) {
 	nodes, loads := newCluster(t, 4, clusterOpts{
 		pool: func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = 300*time.Millisecond, time.Second },
 	})
-	a, b, c, d := nodes[0], nodes[1], nodes[2], nodes[3]
-	three := []*testNode{a, b, c}
+	three, d := nodes[:3], nodes[3]
 	setRing(t, three, three)
 	setRing(t, []*testNode{d}, []*testNode{d})
+	// a key that moves to d (about a quarter do), a its owner before, b
+	// another node: which node is which depends on the ports' hashes,
+	// and a given one may lose no key to d.
 	all := ringOf(nodes)
 	var key string
+	var a, b *testNode
 	for _, k := range testKeys(1000) {
-		if a.pool.Owner(k) == a.url && all.Get(k) == d.url {
-			key = k
-			break
+		if all.Get(k) != d.url {
+			continue
 		}
+		for i, n := range three {
+			if three[0].pool.Owner(k) == n.url {
+				key, a, b = k, n, three[(i+1)%3]
+			}
+		}
+		break
 	}
-	if key == "" {
-		t.Fatal("no key moves from a to d")
+	if a == nil {
+		t.Fatal("no key moves to d from one of the three")
 	}
 	if _, err := a.group.Set(t.Context(), key, cache.Value{Data: []byte("v1")}); err != nil {
 		t.Fatal(err)

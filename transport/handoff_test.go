@@ -395,6 +395,25 @@ func TestReadAfterAWriteOutlivedItsRing(t *testing.T) {
 	}
 }
 
+// keyOfALeaver returns a key owned by a (the first of three nodes), b the
+// node it goes to when a leaves, and c the third.
+func keyOfALeaver(t *testing.T, nodes []*testNode) (a, b, c *testNode, key string) {
+	t.Helper()
+	a = nodes[0]
+	for _, k := range testKeys(1000) {
+		if a.pool.Owner(k) != a.url {
+			continue
+		}
+		b, c = nodes[1], nodes[2]
+		if ringOf(nodes[1:3]).Get(k) == c.url {
+			b, c = c, b
+		}
+		return a, b, c, k
+	}
+	t.Fatal("no key of a")
+	return
+}
+
 // ringOf is the ring the nodes build from these members.
 func ringOf(members []*testNode) *consistenthash.Map {
 	cfg := members[0].pool.Config()
@@ -416,17 +435,7 @@ func TestWriteThroughTheNextOwner(t *testing.T) {
 	nodes, loads := newCluster(t, 3, clusterOpts{
 		pool: func(_ int, c *Config) { c.PeerTimeout, c.LeaseTTL = 300*time.Millisecond, time.Second },
 	})
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	var key string
-	for _, k := range testKeys(1000) {
-		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
-			key = k
-			break
-		}
-	}
-	if key == "" {
-		t.Fatal("no key of a goes to b")
-	}
+	a, b, c, key := keyOfALeaver(t, nodes)
 	if v, err := c.group.Get(t.Context(), key); err != nil || string(v.Data) != string(valueOf(key)) {
 		t.Fatalf("c reads %q %v", v.Data, err) // c holds a copy under a's lease
 	}
@@ -466,17 +475,7 @@ func TestWriteThroughTheNextOwner(t *testing.T) {
 func TestDrainBeforeTheReceiverSeesTheLeave(t *testing.T) {
 	t.Parallel()
 	nodes, loads := newCluster(t, 3, clusterOpts{})
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	var key string
-	for _, k := range testKeys(1000) {
-		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
-			key = k
-			break
-		}
-	}
-	if key == "" {
-		t.Fatal("no key of a goes to b")
-	}
+	a, b, c, key := keyOfALeaver(t, nodes)
 	if _, err := c.group.Set(t.Context(), key, cache.Value{Data: []byte("written")}); err != nil {
 		t.Fatal(err)
 	}
@@ -509,17 +508,7 @@ func TestDrainBeforeTheReceiverSeesTheLeave(t *testing.T) {
 func TestLeavingOwnerAsksTheNextOwner(t *testing.T) {
 	t.Parallel()
 	nodes, loads := newCluster(t, 3, clusterOpts{})
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	var key string
-	for _, k := range testKeys(1000) {
-		if a.pool.Owner(k) == a.url && ringOf([]*testNode{b, c}).Get(k) == b.url {
-			key = k
-			break
-		}
-	}
-	if key == "" {
-		t.Fatal("no key of a goes to b")
-	}
+	a, b, c, key := keyOfALeaver(t, nodes)
 	if _, err := c.group.Set(t.Context(), key, cache.Value{Data: []byte("written")}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net"
 	"net/url"
 	"slices"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/ringcache/ringcache/consistenthash"
 	"github.com/ringcache/ringcache/internal/embedetcd"
 	"github.com/ringcache/ringcache/internal/faultnet"
+	"github.com/ringcache/ringcache/internal/freeport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -45,17 +45,10 @@ func startEtcd(t *testing.T) *testEtcd {
 	return te
 }
 
-// freeAddr returns a loopback address that was free a moment ago. Fixed ports, rather than
-// port 0, let a restarted etcd come back where its clients look for it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address etcd can bind, and bind again when
+// the test restarts it where its clients look for it (freeport: a port
+// from the ephemeral range could meanwhile be some connection's).
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 func (te *testEtcd) start() {
 	te.t.Helper()

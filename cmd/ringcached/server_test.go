@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringcache/ringcache/internal/freeport"
 	"github.com/ringcache/ringcache/transport"
 	"github.com/ringcache/ringcache/transport/origin"
 )
@@ -505,53 +505,8 @@ func TestRunCommands(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port that was free a moment
-// ago, for a test that must know a node's address before startNode returns.
-// The port is below the kernel's ephemeral range, and never handed out twice
-// in one run: a port taken from that range (":0") and released could be
-// taken again, before the node binds it, as the local port of one of the
-// many connections the tests open (a bind then fails, "address already in
-// use"), and so could a restarted node's.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	freePorts.Lock()
-	defer freePorts.Unlock()
-	for range 1000 {
-		port := freePorts.low + rand.IntN(freePorts.span)
-		if freePorts.used[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		freePorts.used[port] = true
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
-}
-
-// freePorts are the ports freeAddr picks from: the 8,000 below the kernel's
-// ephemeral range (Linux's ip_local_port_range, 32768 by default).
-var freePorts = struct {
-	sync.Mutex
-	low, span int
-	used      map[int]bool
-}{low: ephemeralLow() - 8000, span: 8000, used: map[int]bool{}}
-
-// ephemeralLow returns the lowest port the kernel picks for ":0" and for
-// outgoing connections.
-func ephemeralLow() int {
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var lo, hi int
-		if n, _ := fmt.Sscan(string(b), &lo, &hi); n == 2 && lo > 9000 {
-			return lo
-		}
-	}
-	return 32768
-}
+// freeAddr returns a loopback address a node can bind later (freeport).
+func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // TestNoPublicGetsBeforeJoin checks that the node answers nothing while it
 // joins: with a ring of itself alone, it would load every key as its owner

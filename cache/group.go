@@ -136,10 +136,11 @@ func newGroup(cfg GroupConfig, n *Node, log *slog.Logger) *Group {
 	if hotBytes > 0 {
 		g.freq = newSketch(cfg.HotWindow)
 	}
-	g.main.SetStaleGrace(max(cfg.StaleWhileRevalidate, cfg.StaleIfError))
+	grace := max(cfg.StaleWhileRevalidate, cfg.StaleIfError)
+	g.main.SetStaleGrace(grace)
 	g.placer, _ = n.peers.(CopyPlacer)
 	g.copySeq.Store(uint64(time.Now().UnixNano()))
-	g.handoff.SetStaleGrace(max(cfg.StaleWhileRevalidate, cfg.StaleIfError))
+	g.handoff.SetStaleGrace(grace)
 	g.written = map[string]string{}
 	g.everWritten = newWrittenKeys()
 	onPanic := func(key string, r any, stack []byte) {

@@ -99,18 +99,10 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		}
 	} else {
 		stored.Tag, held = g.term()
-		if !held && g.everWritten.has(g.keyHash(key)) {
-			// The written value may still be this node's to serve, once its
-			// peers confirm it: the origin's is older (writtenKeys).
-			return Value{}, fmt.Errorf("%w: %q: this node owns it but cannot yet tell whether its cache still holds (its registration lapsed, and its peers have not confirmed it)",
-				ErrOwnerUnreachable, key)
-		}
-		if !g.node.current() && g.everWritten.has(g.keyHash(key)) {
-			// The written value is served again once the purge log is
-			// read: a purge this node may have missed would make the
-			// origin's value right, and none wrong (Config.Current).
-			return Value{}, fmt.Errorf("%w: %q: this node owns it but cannot tell whether a purge it has not read replaced it (the purge log is out of reach)",
-				ErrOwnerUnreachable, key)
+		if doubt := g.ownDoubt(held); doubt != "" && g.everWritten.has(g.keyHash(key)) {
+			// The written value may still be this node's to serve once the
+			// doubt is settled: the origin's may be older (writtenKeys).
+			return Value{}, fmt.Errorf("%w: %q: this node owns it but %s", ErrOwnerUnreachable, key, doubt)
 		}
 	}
 	if pgd, ok := g.takeGuard(gd); !remote && held && ok && g.inHandoff() {
@@ -208,6 +200,21 @@ func (g *Group) loadOrigin(ctx context.Context, key string) (Value, error) {
 		v.NoStore = true
 	}
 	return v, nil
+}
+
+// ownDoubt says why this node cannot tell now whether its main cache still
+// holds what it should serve, or "" if it can: its registration lapsed and
+// its peers have not confirmed it (held is false: Config.Tenure), or it
+// may have missed a purge (Config.Current), which would make the origin's
+// value right where no purge would leave a write's.
+func (g *Group) ownDoubt(held bool) string {
+	switch {
+	case !held:
+		return "cannot yet tell whether its cache still holds (its registration lapsed, and its peers have not confirmed it)"
+	case !g.node.current():
+		return "cannot tell whether a purge it has not read replaced it (the purge log is out of reach)"
+	}
+	return ""
 }
 
 // takeOver is loadOrigin's hand-off: it takes key's value from its

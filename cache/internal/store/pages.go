@@ -18,7 +18,7 @@ const extraLen = 24
 // Page and record sizes. A page is the largest power of two up to pageMax
 // that is at most 1/deadHigh of the budget (New), so that one page is
 // within the dead bytes' bound below. A value of up to 1/packOf of a page
-// (the store's packLimit: packMax in pages of pageMax) goes into the pages
+// (packMax in pages of pageMax) goes into the pages
 // with its key and content type; a larger one keeps an allocation of its
 // own, which costs the collector one object per value, few: one per
 // packMax bytes of the budget at most, and about packOf*deadHigh*2 (4,600)
@@ -81,8 +81,8 @@ type rec struct {
 	page int32
 	off  uint32
 	// klen and ctlen are the lengths of the key and the content type; the
-	// extras (with hasExtra) and a value of at most the store's packLimit
-	// bytes follow them.
+	// extras (with hasExtra) and a value that is not large (Store.large)
+	// follow them.
 	klen, ctlen uint32
 	flags       uint16
 }
@@ -178,8 +178,9 @@ func keyIn(buf []byte, r *rec) string {
 }
 
 // large reports whether a value of n bytes keeps an allocation of its own
-// rather than going into the pages.
-func (l *Store) large(n int) bool { return n > l.packLimit }
+// rather than going into the pages: over 1/packOf of a page, where there
+// are pages.
+func (l *Store) large(n int) bool { return l.pageSize > 0 && n > l.pageSize/packOf }
 
 // packed returns the page bytes of r's entry: its header, key, content
 // type, extras and a value that is not large.

@@ -48,11 +48,10 @@ type Store struct {
 	staleGrace time.Duration
 	seed       maphash.Seed
 	// base is the origin of the records' expiries, on the monotonic clock.
-	base     time.Time
+	base time.Time
+	// pageSize is the size of a shared page; 0: none, every entry in a
+	// page of its own (pages.go).
 	pageSize int
-	// packLimit is the largest value that goes into the pages: 1/packOf of
-	// a page.
-	packLimit int
 
 	// The rest is guarded by mu.
 	index     map[uint64]int32
@@ -103,12 +102,10 @@ func New(maxBytes int64) *Store {
 	for ps >= pageMin && ps > maxBytes/deadHigh {
 		ps /= 2
 	}
-	pack := int(ps / packOf)
 	if ps < pageMin {
-		ps, pack = 0, math.MaxInt // every entry in a page of its own
+		ps = 0 // every entry in a page of its own
 	}
-	l := &Store{mu: new(sync.RWMutex), maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(),
-		pageSize: int(ps), packLimit: pack}
+	l := &Store{mu: new(sync.RWMutex), maxBytes: maxBytes, seed: maphash.MakeSeed(), base: time.Now(), pageSize: int(ps)}
 	l.reset()
 	return l
 }

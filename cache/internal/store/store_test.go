@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -338,7 +337,7 @@ func TestEntryOverheadMatchesHeap(t *testing.T) {
 				if len(stores) == 0 || stores[len(stores)-1].Room() < e.Size {
 					l := New(budget)
 					if tc.pageless {
-						l.pageSize, l.packLimit = 0, math.MaxInt
+						l.pageSize = 0
 					}
 					stores = append(stores, l)
 				}

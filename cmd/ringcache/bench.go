@@ -293,7 +293,7 @@ func newLoadConfig(cfg benchConfig, demo bool) (loadgen.Config, error) {
 	case cfg.ValueSize > 0:
 		lc.Check = loadgen.PutCheck(o.Group, cfg.KeyPrefix, cfg.ValueSize, demo)
 	case demo:
-		lc.Check = loadgen.DemoCheck(o.Group, cfg.KeyPrefix)
+		lc.Check = loadgen.DemoCheck(o.Group, cfg.KeyPrefix, 0)
 	}
 	return lc, nil
 }

@@ -29,7 +29,7 @@ func BenchmarkRequestLoop(b *testing.B) {
 			cfg := Config{Client: NewClient(1, 1, 5*time.Second), Targets: URLs(srv.URL), Group: "demo", KeyPrefix: "bench-",
 				Workers: 1, Source: Reads(NewPicker(1000, 0)), Requests: int64(b.N)}
 			if check == "demo" {
-				cfg.Check = DemoCheck("demo", "bench-")
+				cfg.Check = DemoCheck("demo", "bench-", 0)
 			}
 			defer cfg.Client.CloseIdleConnections()
 			b.ReportAllocs()

@@ -104,7 +104,7 @@ func TestFillThenRead(t *testing.T) {
 // demo value cut short.
 func TestDemoCheck(t *testing.T) {
 	t.Parallel()
-	check := DemoCheck("g", "k-")
+	check := DemoCheck("g", "k-", 0)
 	op := &Op{Key: 3}
 	put := make([]byte, 32)
 	Fill(put, PutSeed(nil, "g", "k-", 3))
@@ -126,6 +126,13 @@ func TestDemoCheck(t *testing.T) {
 	}
 	if got := check(&Op{Name: "named"}, origin.DemoValue("g", "named", 64)); got != Right {
 		t.Errorf("a named key's origin value: %v, want Right", got)
+	}
+	sized := DemoCheck("g", "k-", 32)
+	if got := sized(op, demo); got != Wrong {
+		t.Errorf("a demo value of 64 bytes where 32 were asked for: %v, want Wrong", got)
+	}
+	if got := sized(op, origin.DemoValue("g", "k-3", 32)); got != Right {
+		t.Errorf("the demo value of the size asked for: %v, want Right", got)
 	}
 }
 

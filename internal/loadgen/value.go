@@ -66,12 +66,15 @@ type checker struct {
 }
 
 // DemoCheck checks GETs of a group whose origin is the demo origin: every
-// body must be the origin's value, all of one length, set by the first; a
-// value Puts by the value rule wrote (an earlier run) is the key's Other
-// value.
-func DemoCheck(group, prefix string) Check {
+// body must be the origin's value, of size bytes if size > 0, else all of
+// one length, set by the first; a value Puts by the value rule wrote (an
+// earlier run) is the key's Other value.
+func DemoCheck(group, prefix string, size int) Check {
 	c := &checker{group: group, prefix: prefix, demo: true}
 	c.demoLen.Store(-1)
+	if size > 0 {
+		c.demoLen.Store(int64(size))
+	}
 	return c.demoCheck
 }
 

@@ -185,7 +185,7 @@ func measure(c config, size int, mode string) (result, error) {
 		base, pid = d.base, d.cmd.Process.Pid
 	}
 	lc := loadgen.Config{Client: loadgen.NewClient(c.conns, 1, 30*time.Second), Targets: loadgen.URLs(base),
-		Group: group, KeyPrefix: "key-", Workers: c.conns, Check: loadgen.DemoCheck(group, "key-")}
+		Group: group, KeyPrefix: "key-", Workers: c.conns, Check: loadgen.DemoCheck(group, "key-", size)}
 	client := lc.Client
 	defer client.CloseIdleConnections()
 

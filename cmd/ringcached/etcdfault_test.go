@@ -185,12 +185,20 @@ func TestEtcdFaultsKeepCaches(t *testing.T) {
 	}
 }
 
-// TestEtcdStallOfAMinuteAndAHalf: at the default purge lease, etcd stalled
-// for 90 s (a bad minute of etcd, and half more) costs the caches nothing
-// either: the nodes serve every read from their caches throughout, and
-// keep them when it answers again.
-func TestEtcdStallOfAMinuteAndAHalf(t *testing.T) {
-	testEtcdFault(t, 3, etcdStall(t), 90*time.Second)
+// TestEtcdOutForAMinuteAndAHalf: at the default purge lease, etcd stalled,
+// or cut off from the nodes, for 90 s (a bad minute of etcd, and half
+// more) costs the caches nothing either: the nodes serve every read from
+// their caches throughout, and keep them when it answers again.
+func TestEtcdOutForAMinuteAndAHalf(t *testing.T) {
+	for _, f := range []struct {
+		name  string
+		fault func(*testing.T) etcdFault
+	}{{"cut", etcdCut}, {"stall", etcdStall}} {
+		t.Run(f.name, func(t *testing.T) {
+			t.Parallel() // each with its own etcd and nodes: 90 s once, not twice
+			testEtcdFault(t, 3, f.fault(t), 90*time.Second)
+		})
+	}
 }
 
 // testEtcdFault warms a cluster of size nodes, keeps etcd out of their

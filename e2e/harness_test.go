@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ringcache/ringcache/internal/freeport"
 )
 
 // The tests in this file check the harness itself; only TestReap needs Docker
@@ -56,18 +57,6 @@ func demoServer(t *testing.T, size int) string {
 	return s.URL
 }
 
-// refusedURL returns the URL of a port nothing listens on any more.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
-}
-
 // TestLoadRetriesARefusedNode: the generator reads at its rate, round
 // robin, and a read whose node refused the connection is asked once at the
 // next node (loadgen's own tests cover the other retries); every read is
@@ -78,7 +67,7 @@ func TestLoadRetriesARefusedNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.SetTargets([]Target{{"a", refusedURL(t)}, {"b", demoServer(t, 64)}})
+	l.SetTargets([]Target{{"a", "http://" + freeport.Addr(t)}, {"b", demoServer(t, 64)}})
 	l.Start(t.Context())
 	time.Sleep(500 * time.Millisecond)
 	l.Stop()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ringcache/ringcache/internal/freeport"
 	"github.com/ringcache/ringcache/transport/origin"
 )
 
@@ -184,7 +185,7 @@ func TestRetry(t *testing.T) {
 		wantStatus  int
 		wantServed  string
 	}{
-		{"refused is retried on the next node", refusedURL(t), true, 200, "b"},
+		{"refused is retried on the next node", "http://" + freeport.Addr(t), true, 200, "b"},
 		{"closed without a response is retried", closingURL(t), true, 200, "b"},
 		{"an HTTP error is not retried", statusURL(t, http.StatusBadGateway), false, 502, "a"},
 		{"a 503 without Retry-After is not retried", statusURL(t, http.StatusServiceUnavailable), false, 503, "a"},
@@ -286,18 +287,6 @@ func TestTargetsChange(t *testing.T) {
 	if ga, gb := a.gets.Load(), b.gets.Load(); ga+gb != 200 || ga < 90 || gb < 90 {
 		t.Errorf("%d GETs to the first target, %d to the second; want about 100 each, 200 in all", ga, gb)
 	}
-}
-
-// refusedURL returns the URL of a port nothing listens on any more.
-func refusedURL(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return "http://" + addr
 }
 
 // closingURL returns the URL of a server that accepts connections and

@@ -48,7 +48,6 @@ type padded struct {
 // built once and reused.
 type worker struct {
 	r   *Run
-	cfg *Config
 	rng *rand.Rand
 	// ts are the targets urls and paths were built for; urls are their
 	// parsed URLs (a private copy: the request points into it), paths
@@ -70,7 +69,7 @@ type worker struct {
 }
 
 func newWorker(r *Run, id int) *worker {
-	w := &worker{r: r, cfg: &r.cfg, rng: rand.New(rand.NewPCG(r.cfg.Seed, uint64(id))), node: id - 1,
+	w := &worker{r: r, rng: rand.New(rand.NewPCG(r.cfg.Seed, uint64(id))), node: id - 1,
 		body: make([]byte, 0, max(r.cfg.ValueSize, 4096)), reader: &bytes.Reader{}}
 	if r.cfg.ContentType != "" {
 		w.ctype = []string{r.cfg.ContentType}
@@ -87,8 +86,8 @@ func newWorker(r *Run, id int) *worker {
 // that one uses, its body included.
 func (w *worker) renew(ctx context.Context) {
 	w.req, _ = http.NewRequestWithContext(ctx, http.MethodGet, "http://localhost/", nil) // cannot fail
-	if w.cfg.Token != "" {
-		w.req.Header.Set("Authorization", "Bearer "+w.cfg.Token)
+	if w.r.cfg.Token != "" {
+		w.req.Header.Set("Authorization", "Bearer "+w.r.cfg.Token)
 	}
 	w.urls = append([]url.URL(nil), w.urls...)
 	w.value, w.reader = nil, &bytes.Reader{}
@@ -105,7 +104,7 @@ func (w *worker) run(ctx context.Context, jobs <-chan Op) {
 		return
 	}
 	var op Op
-	for !w.r.halted() && ctx.Err() == nil && w.r.take() && w.cfg.Source.Next(w.rng, &op) {
+	for !w.r.halted() && ctx.Err() == nil && w.r.take() && w.r.cfg.Source.Next(w.rng, &op) {
 		w.count(ctx, w.do(ctx, &op))
 	}
 }
@@ -123,7 +122,7 @@ func (w *worker) count(ctx context.Context, ok bool) {
 // do carries out op, with the retries the run asks for, and records it.
 // It reports whether it succeeded (with a right value, for a checked GET).
 func (w *worker) do(ctx context.Context, op *Op) bool {
-	ts := w.cfg.Targets.Load()
+	ts := w.r.cfg.Targets.Load()
 	rec := Record{At: time.Now(), Op: *op}
 	if len(ts) > 0 {
 		if len(ts) != len(w.ts) || &ts[0] != &w.ts[0] {
@@ -132,8 +131,8 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 		w.node = (w.node + 1) % len(ts)
 		rec.Target = w.ts[w.node].name()
 	}
-	if w.cfg.Before != nil {
-		w.cfg.Before(&rec)
+	if w.r.cfg.Before != nil {
+		w.r.cfg.Before(&rec)
 	}
 	if len(ts) == 0 {
 		rec.Err = errors.New("no targets")
@@ -147,7 +146,7 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 	attempt := func() (status int, again bool, err error) {
 		i := first
 		status, again, err = w.send(ctx, i, op, &rec)
-		if err != nil && w.cfg.RetryRefused && len(ts) > 1 && retryable(err) && ctx.Err() == nil {
+		if err != nil && w.r.cfg.RetryRefused && len(ts) > 1 && retryable(err) && ctx.Err() == nil {
 			i = (i + 1) % len(ts)
 			rec.Retried = true
 			status, again, err = w.send(ctx, i, op, &rec)
@@ -156,7 +155,7 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 		return status, again, err
 	}
 	status, again, err := attempt()
-	for again && op.Kind == Get && time.Since(rec.At) < w.cfg.RetryAfter {
+	for again && op.Kind == Get && time.Since(rec.At) < w.r.cfg.RetryAfter {
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
@@ -190,9 +189,9 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 	switch {
 	case op.Kind != Get:
 		w.res.BytesOut += w.req.ContentLength
-	case status == http.StatusOK && w.cfg.Check != nil:
+	case status == http.StatusOK && w.r.cfg.Check != nil:
 		w.res.BytesIn += int64(len(w.body))
-		rec.Verdict = w.cfg.Check(op, w.body)
+		rec.Verdict = w.r.cfg.Check(op, w.body)
 		switch rec.Verdict {
 		case Right:
 			w.res.Checked++
@@ -213,13 +212,13 @@ func (w *worker) do(ctx context.Context, op *Op) bool {
 }
 
 func (w *worker) observe(rec *Record) {
-	if w.cfg.Observe == nil {
+	if w.r.cfg.Observe == nil {
 		return
 	}
-	if w.cfg.KeepBodies && rec.Err == nil && rec.Op.Kind == Get {
+	if w.r.cfg.KeepBodies && rec.Err == nil && rec.Op.Kind == Get {
 		rec.Body = bytes.Clone(w.body)
 	}
-	w.cfg.Observe(rec)
+	w.r.cfg.Observe(rec)
 }
 
 func (t Target) name() string {
@@ -238,7 +237,7 @@ func (w *worker) target(ts []Target) {
 		if err != nil {
 			continue
 		}
-		w.paths[i] = strings.TrimRight(u.EscapedPath(), "/") + "/cache/" + url.PathEscape(w.cfg.Group) + "/"
+		w.paths[i] = strings.TrimRight(u.EscapedPath(), "/") + "/cache/" + url.PathEscape(w.r.cfg.Group) + "/"
 		u.Path, u.RawPath = "", ""
 		w.urls[i] = *u
 	}
@@ -253,7 +252,7 @@ func (w *worker) send(ctx context.Context, i int, op *Op, rec *Record) (status i
 	if op.Name != "" {
 		w.path = append(w.path, url.PathEscape(op.Name)...)
 	} else {
-		w.path = append(w.path, w.cfg.KeyPrefix...)
+		w.path = append(w.path, w.r.cfg.KeyPrefix...)
 		w.path = strconv.AppendInt(w.path, int64(op.Key), 10)
 	}
 	u.Opaque = string(w.path) // the path as sent: already escaped
@@ -275,7 +274,7 @@ func (w *worker) send(ctx context.Context, i int, op *Op, rec *Record) (status i
 			w.req.Header["Content-Type"] = w.ctype
 		}
 	}
-	resp, err := w.cfg.Client.Do(w.req)
+	resp, err := w.r.cfg.Client.Do(w.req)
 	if err != nil {
 		w.renew(ctx)
 		return 0, false, err
@@ -297,10 +296,10 @@ func (w *worker) send(ctx context.Context, i int, op *Op, rec *Record) (status i
 // ruleValue returns key k's value by the value rule, in a buffer of the
 // worker's that the next request may reuse.
 func (w *worker) ruleValue(k int) []byte {
-	if len(w.value) != w.cfg.ValueSize {
-		w.value = make([]byte, w.cfg.ValueSize)
+	if len(w.value) != w.r.cfg.ValueSize {
+		w.value = make([]byte, w.r.cfg.ValueSize)
 	}
-	w.seed = PutSeed(w.seed[:0], w.cfg.Group, w.cfg.KeyPrefix, k)
+	w.seed = PutSeed(w.seed[:0], w.r.cfg.Group, w.r.cfg.KeyPrefix, k)
 	Fill(w.value, w.seed)
 	return w.value
 }
